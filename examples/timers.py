@@ -1,0 +1,91 @@
+"""Schedule a few thousand timers on a real event loop and report how late they fired.
+
+Usage: python examples/timers.py [--tasks N] [--max-delay-ms MS] [--asyncio]
+
+Each task records ``loop.time()`` when it runs; the report compares that with the
+moment it was due. uvloop is used when installed, unless ``--asyncio`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+from collections.abc import Callable
+
+from purgatory import SystemTimer, TimerTask
+
+
+class Probe(TimerTask):
+    """A task that records how late it ran."""
+
+    __slots__ = ("due_s", "record")
+
+    def __init__(self, delay_ms: int, due_s: float, record: Callable[[float], None]) -> None:
+        super().__init__(delay_ms)
+        self.due_s = due_s
+        self.record = record
+
+    def run(self) -> None:
+        self.record(asyncio.get_running_loop().time() - self.due_s)
+
+
+async def main(tasks: int, max_delay_ms: int, seed: int) -> None:
+    rng = random.Random(seed)
+    loop = asyncio.get_running_loop()
+    lateness_ms: list[float] = []
+    done = asyncio.Event()
+
+    def record(late_s: float) -> None:
+        lateness_ms.append(late_s * 1000)
+        if len(lateness_ms) == tasks:
+            done.set()
+
+    async with SystemTimer("demo") as timer:
+        start = loop.time()
+        cancelled = 0
+        for i in range(tasks):
+            delay_ms = rng.randint(1, max_delay_ms)
+            probe = Probe(delay_ms, loop.time() + delay_ms / 1000, record)
+            timer.add(probe)
+            if i % 10 == 9:  # cancel one task in ten; it must never run
+                probe.cancel()
+                cancelled += 1
+        expected = tasks - cancelled
+        print(f"scheduled {tasks} tasks over {max_delay_ms} ms, cancelled {cancelled}")
+        while len(lateness_ms) < expected:
+            await asyncio.sleep(0.05)
+        elapsed = loop.time() - start
+        print(f"fired {len(lateness_ms)} of {expected} in {elapsed:.2f} s;"
+              f" reaper woke {timer.reaper_wakeups} times; {len(timer)} left in the timer")
+    qs = statistics.quantiles(lateness_ms, n=100)
+    early = sum(1 for x in lateness_ms if x < -1.0)
+    print(f"lateness ms: min {min(lateness_ms):.2f}  p50 {qs[49]:.2f}  p99 {qs[98]:.2f}"
+          f"  max {max(lateness_ms):.2f}  (fired more than 1 ms early: {early})")
+    del done
+
+
+def run() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=5000, help="timers to schedule")
+    parser.add_argument("--max-delay-ms", type=int, default=2000, help="longest delay")
+    parser.add_argument("--seed", type=int, default=1, help="random seed")
+    parser.add_argument("--asyncio", action="store_true", help="use asyncio even if uvloop exists")
+    args = parser.parse_args()
+    coro = main(args.tasks, args.max_delay_ms, args.seed)
+    if not args.asyncio:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            print("event loop: uvloop")
+            uvloop.run(coro)
+            return
+    print("event loop: asyncio")
+    asyncio.run(coro)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,55 @@
+"""Clocks: where the timer reads the current time, in integer milliseconds.
+
+A clock is any object with a ``now_ms() -> int`` method (:class:`Clock`). The timer
+reads it once per ``add`` and once per ``poll``, so it must be cheap and
+monotonic: Kafka moved its timer off wall-clock time after clock jumps broke it.
+
+:class:`LoopClock` (the default) follows the running event loop's own clock,
+``loop.time()``, truncated to whole milliseconds. Following the loop rather than
+``time.monotonic()`` directly keeps the timer and the loop's scheduling on one
+time base: the reaper sleeps with ``loop.call_at`` on the same numbers, and tools
+that make a loop travel in time move the timer too. With no running loop (a
+synchronous ``poll()`` from a plain function, say), it falls back to
+``time.monotonic()``, which is what asyncio's and uvloop's loops count in too.
+
+:class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import monotonic
+from typing import Protocol, runtime_checkable
+
+from ._loop import running_loop
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with ``now_ms() -> int``: monotonic, integer milliseconds."""
+
+    def now_ms(self) -> int: ...
+
+
+class LoopClock:
+    """The running event loop's clock in whole milliseconds; ``time.monotonic()`` without one.
+
+    ``now_ms`` is O(1): one C call to find the running loop, one to read its time.
+    The loop's bound ``time`` method is cached while the same loop keeps running.
+    """
+
+    __slots__ = ("_loop", "_time")
+
+    def __init__(self) -> None:
+        self._loop: object | None = None
+        self._time: Callable[[], float] = monotonic
+
+    def now_ms(self) -> int:
+        loop = running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._time = monotonic if loop is None else loop.time
+        return int(self._time() * 1000)
+
+    def __repr__(self) -> str:
+        return f"LoopClock(loop={self._loop!r})"

@@ -1,0 +1,263 @@
+"""SystemTimer: the timing wheel, the delay queue of buckets, and the due list.
+
+``add(task)`` reads the clock once, computes ``expiration = now + delay_ms`` and
+hands a new entry to the wheel: O(1) for delays within the finest wheel's
+interval, O(levels) beyond. An entry the wheel refuses because it is already due
+goes to the *due list* (a bucket of its own, so cancelling it is still O(1)); it
+runs at the next ``poll``, never inside ``add``, so code that schedules a task
+is never re-entered by it.
+
+``poll()`` is the synchronous heart of the timer and needs no event loop:
+
+1. run the tasks in the due list;
+2. while the delay queue's earliest bucket has expired at ``now``: advance the
+   wheel to the bucket's expiration and flush the bucket back through
+   *reinsert*: each entry goes to the wheel again, landing in a finer bucket,
+   or, refused as due, runs now (unless it was cancelled meanwhile).
+
+With ``tick_ms == 1`` a task runs at the first poll at or after its expiration;
+with a coarser tick it may run up to ``tick_ms - 1`` ms before it (its bucket
+expires at the start of its tick), never earlier.
+
+The reaper (:mod:`purgatory._reaper`) calls ``poll`` when the earliest bucket
+expires and sleeps otherwise; :meth:`SystemTimer.advance_clock` is Kafka's
+``advanceClock(timeoutMs)`` for code that drives the timer itself.
+
+Exceptions raised by tasks never unwind the timer: they go to the running loop's
+exception handler, or, with no loop running, are raised by ``poll`` after the
+whole pass is done (one exception as itself, several as an ExceptionGroup).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ._clock import Clock, LoopClock
+from ._delay_queue import DelayQueue
+from ._loop import raise_collected, report_exception
+from ._timer_list import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
+from ._timing_wheel import TimingWheel
+
+if TYPE_CHECKING:
+    from ._reaper import Reaper
+
+__all__ = ["SystemTimer"]
+
+#: Kafka's defaults: 1 ms ticks, 20 buckets per wheel level.
+DEFAULT_TICK_MS = 1
+DEFAULT_WHEEL_SIZE = 20
+
+
+def _coerce_delay(delay: object) -> int:
+    """A task's delay as int milliseconds; finite floats round up (never early)."""
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+        raise TypeError(f"delay_ms must be an int, not {type(delay).__name__}")
+    if isinstance(delay, float):
+        if not math.isfinite(delay):
+            raise ValueError(f"delay_ms must be finite, not {delay!r}")
+        return math.ceil(delay)
+    return int(delay)
+
+
+class SystemTimer:
+    """A hierarchical timing-wheel timer. ``add`` O(1); ``cancel`` O(1); ``len`` O(1).
+
+    ``clock`` is any object with ``now_ms() -> int``; by default the running event
+    loop's clock (:class:`~purgatory._clock.LoopClock`).
+    """
+
+    __slots__ = (
+        "name",
+        "_clock",
+        "_now_ms",
+        "_counter",
+        "_queue",
+        "_wheel",
+        "_due",
+        "_ran",
+        "_flushed",
+        "_sleepers",
+        "_errors",
+        "_reaper",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        name: str = "timer",
+        *,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        clock: Clock | None = None,
+    ) -> None:
+        self.name = name
+        self._clock: Clock = LoopClock() if clock is None else clock
+        self._now_ms = self._clock.now_ms
+        # invariant: value == len(self), the entries in the wheels and the due list
+        self._counter = TaskCounter()
+        self._queue = DelayQueue()
+        self._wheel = TimingWheel(tick_ms, wheel_size, self._now_ms(), self._counter, self._queue)
+        # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
+        self._due = TimerTaskList(self._counter)
+        self._ran = 0  # tasks run by the current poll
+        self._flushed = 0  # buckets flushed by the current poll
+        # the async waiters (reaper, advance_clock) to wake when work appears earlier
+        self._sleepers: list[Callable[[int], None]] = []
+        self._queue.on_earlier = self._notify_sleepers
+        self._errors: list[BaseException] | None = None
+        self._reaper: Reaper | None = None
+
+    # -- the synchronous core -------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def tick_ms(self) -> int:
+        return self._wheel.tick_ms
+
+    @property
+    def wheel_size(self) -> int:
+        return self._wheel.wheel_size
+
+    def __len__(self) -> int:
+        """Tasks scheduled and not yet run or cancelled. O(1)."""
+        return self._counter.value
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
+
+        A delay of zero or less makes the task due at the next poll. O(1) within
+        the finest wheel's interval, O(levels) beyond it.
+        """
+        delay = task.delay_ms
+        if delay.__class__ is not int:
+            delay = _coerce_delay(delay)
+        entry = TimerTaskEntry(task, self._now_ms() + delay)
+        if not self._wheel.add(entry):
+            self._add_due(entry)
+
+    def _add_due(self, entry: TimerTaskEntry) -> None:
+        due = self._due
+        was_empty = len(due) == 0
+        due.add(entry)
+        if was_empty and self._sleepers:
+            self._notify_sleepers(entry.expiration_ms)
+
+    def _notify_sleepers(self, expiration_ms: int) -> None:
+        for wake in self._sleepers:
+            wake(expiration_ms)
+
+    def _reinsert(self, entry: TimerTaskEntry) -> None:
+        """Put a flushed entry back in the wheel, or run it if due and not cancelled."""
+        if not self._wheel.add(entry):
+            self._run_due(entry)
+
+    def poll(self) -> int:
+        """Run everything due at ``clock.now_ms()``, cascading buckets; return how many ran.
+
+        O(buckets expired * log buckets + entries flushed). Exceptions from tasks
+        are reported (see the module doc); the pass always completes.
+        """
+        now_ms = self._now_ms()
+        errors: list[BaseException] = []
+        self._errors = errors
+        self._ran = 0
+        self._flushed = 0
+        try:
+            due = self._due
+            if len(due):
+                fresh = TimerTaskList(self._counter)
+                self._due = fresh  # tasks made due while these run wait for the next poll
+                due.flush(self._run_due)
+            queue = self._queue
+            wheel = self._wheel
+            reinsert = self._reinsert
+            bucket = queue.poll_expired(now_ms)
+            while bucket is not None:
+                self._flushed += 1
+                wheel.advance_clock(bucket.expiration_ms)
+                bucket.flush(reinsert)
+                bucket = queue.poll_expired(now_ms)
+            ran = self._ran
+        finally:
+            self._errors = None
+        raise_collected(f"{len(errors)} timer tasks of {self.name!r} failed", errors)
+        return ran
+
+    def _run_due(self, entry: TimerTaskEntry) -> None:
+        """Run a due entry's task unless it was cancelled or moved meanwhile."""
+        task = entry.task
+        if task._timer_entry is entry:
+            task._timer_entry = None
+            self._ran += 1
+            try:
+                task.run()
+            except Exception as exc:  # reported, never lost
+                report_exception(
+                    f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
+                )
+
+    def next_expiration_ms(self) -> int | None:
+        """When the next poll has work: now-ish if tasks are due, else the earliest
+        bucket's expiration; None when nothing is scheduled. O(1)."""
+        if len(self._due):
+            return self._now_ms()
+        return self._queue.peek_expiration()
+
+    def _check_invariants(self) -> None:
+        """Check every level, bucket and entry, and the shared counter. O(entries)."""
+        queued = {id(b) for b in self._queue.buckets()}
+        total = self._wheel._check_invariants(queued)
+        self._due._check_invariants()
+        assert self._due.expiration_ms == -1
+        total += len(self._due)
+        assert total == self._counter.value, f"counter {self._counter.value}, entries {total}"
+
+    def __repr__(self) -> str:
+        levels = len(self._wheel.levels())
+        return (
+            f"<SystemTimer {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
+            f"wheel_size={self.wheel_size} levels={levels} "
+            f"reaper={'running' if self._reaper is not None else 'stopped'}>"
+        )
+
+    # -- the async shell (see _reaper) ----------------------------------------
+
+    async def advance_clock(self, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms`` for a bucket to expire, then process every expired
+        bucket (Kafka's ``advanceClock``). True if anything was due."""
+        from ._reaper import advance_clock
+
+        return await advance_clock(self, timeout_ms)
+
+    @property
+    def reaper_wakeups(self) -> int:
+        """How many times the running reaper has woken up (0 when none runs)."""
+        return 0 if self._reaper is None else self._reaper.wakeups
+
+    async def __aenter__(self) -> SystemTimer:
+        from ._reaper import Reaper
+
+        if self._reaper is not None:
+            raise RuntimeError(f"the reaper of {self.name!r} is already running")
+        self._reaper = Reaper(self)
+        self._reaper.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        reaper = self._reaper
+        if reaper is not None:
+            try:
+                await reaper.stop()
+            finally:
+                self._reaper = None
