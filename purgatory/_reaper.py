@@ -30,7 +30,7 @@ __all__ = ["Reaper", "advance_clock"]
 class _Sleeper:
     """Sleep until a time in the timer's clock, woken earlier when work appears earlier."""
 
-    __slots__ = ("_loop", "_timer", "_waiter", "_handle", "_target_ms", "_limit_ms")
+    __slots__ = ("_handle", "_limit_ms", "_loop", "_target_ms", "_timer", "_waiter")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timer: SystemTimer) -> None:
         self._loop = loop
@@ -92,7 +92,7 @@ class _Sleeper:
 class Reaper:
     """Drives one timer on the running loop; see the module doc."""
 
-    __slots__ = ("_timer", "_task", "_sleeper", "_stopping", "wakeups")
+    __slots__ = ("_sleeper", "_stopping", "_task", "_timer", "wakeups")
 
     def __init__(self, timer: SystemTimer) -> None:
         self._timer = timer
@@ -105,6 +105,9 @@ class Reaper:
         loop = asyncio.get_running_loop()
         self._sleeper = _Sleeper(loop, self._timer)
         self._task = loop.create_task(self._run(), name=f"{self._timer.name}-reaper")
+
+    def _is_stopping(self) -> bool:  # a call, so type checkers do not narrow it
+        return self._stopping
 
     async def stop(self) -> None:
         """Stop the coroutine and wait for it; tasks stay scheduled in the timer."""
@@ -120,14 +123,14 @@ class Reaper:
         sleeper = self._sleeper
         assert sleeper is not None
         loop = asyncio.get_running_loop()
-        while not self._stopping:
+        while not self._is_stopping():
             try:
                 timer.poll()
-            except Exception as exc:  # poll reports task errors itself; this is a bug guard
+            except Exception as exc:  # noqa: BLE001 - poll reports task errors itself; a guard
                 loop.call_exception_handler(
                     {"message": f"reaper of {timer.name!r} failed to poll", "exception": exc}
                 )
-            if self._stopping:
+            if self._is_stopping():  # a task may have stopped us while we polled
                 break
             next_ms = timer.next_expiration_ms()
             if next_ms is not None and next_ms <= timer._now_ms():

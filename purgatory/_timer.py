@@ -70,19 +70,19 @@ class SystemTimer:
     """
 
     __slots__ = (
-        "name",
-        "_clock",
-        "_now_ms",
-        "_counter",
-        "_queue",
-        "_wheel",
-        "_due",
-        "_ran",
-        "_flushed",
-        "_sleepers",
-        "_errors",
-        "_reaper",
         "__weakref__",
+        "_clock",
+        "_counter",
+        "_due",
+        "_errors",
+        "_flushed",
+        "_now_ms",
+        "_queue",
+        "_ran",
+        "_reaper",
+        "_sleepers",
+        "_wheel",
+        "name",
     )
 
     def __init__(
@@ -197,7 +197,7 @@ class SystemTimer:
             self._ran += 1
             try:
                 task.run()
-            except Exception as exc:  # reported, never lost
+            except Exception as exc:  # noqa: BLE001 - reported, never lost
                 report_exception(
                     f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
                 )

@@ -50,7 +50,7 @@ class TimerTask:
     ``int`` (or a finite ``float``, rounded up); a negative delay means due now.
     """
 
-    __slots__ = ("delay_ms", "_timer_entry")
+    __slots__ = ("_timer_entry", "delay_ms")
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
@@ -87,7 +87,7 @@ class TimerTaskEntry:
     if any, leaves its bucket. O(1).
     """
 
-    __slots__ = ("task", "expiration_ms", "list", "next", "prev")
+    __slots__ = ("expiration_ms", "list", "next", "prev", "task")
 
     def __init__(self, task: TimerTask, expiration_ms: int) -> None:
         old = task._timer_entry
@@ -130,7 +130,7 @@ class TimerTaskList:
     and ``expiration_ms`` are O(1).
     """
 
-    __slots__ = ("_root", "_counter", "expiration_ms", "_size")
+    __slots__ = ("_counter", "_root", "_size", "expiration_ms")
 
     def __init__(self, counter: TaskCounter) -> None:
         self._root: TimerTaskEntry = _Root()

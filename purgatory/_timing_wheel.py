@@ -48,14 +48,14 @@ class TimingWheel:
     """One level of the hierarchical wheel; ``overflow`` is the next, coarser one."""
 
     __slots__ = (
-        "tick_ms",
-        "wheel_size",
-        "interval_ms",
-        "current_ms",
+        "_buckets",
         "_counter",
         "_queue",
-        "_buckets",
+        "current_ms",
+        "interval_ms",
         "overflow",
+        "tick_ms",
+        "wheel_size",
     )
 
     def __init__(

@@ -1,0 +1,160 @@
+"""The reaper on real event loops (asyncio and uvloop, via conftest).
+
+Timing here is asserted only where it cannot flake: never early (a property of
+the code), and "late" against generous bounds. Wake-up counts are exact
+consequences of the design (one wake per expiring bucket), not timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from purgatory import SystemTimer, TimerTask
+
+
+class Stamp(TimerTask):
+    """Records the timer-clock millisecond at which it ran and signals an event."""
+
+    def __init__(self, delay_ms: int, timer: SystemTimer, out: list[tuple[int, int]]) -> None:
+        super().__init__(delay_ms)
+        self.timer = timer
+        self.out = out
+        self.due_ms = 0
+
+    def run(self) -> None:
+        self.out.append((self.due_ms, self.timer.clock.now_ms()))
+
+
+def schedule(timer: SystemTimer, delay_ms: int, out: list[tuple[int, int]]) -> Stamp:
+    task = Stamp(delay_ms, timer, out)
+    task.due_ms = timer.clock.now_ms() + delay_ms
+    timer.add(task)
+    return task
+
+
+async def wait_for_len(out: list[Any], n: int, limit_s: float = 10.0) -> None:
+    async with asyncio.timeout(limit_s):
+        while len(out) < n:
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.asyncio
+async def test_tasks_fire_never_early_and_about_on_time() -> None:
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("real") as timer:
+        for delay in (1, 2, 5, 10, 25, 50, 80, 120, 200, 333):
+            schedule(timer, delay, out)
+        await wait_for_len(out, 10)
+    lateness = [ran - due for due, ran in out]
+    assert min(lateness) >= 0, "a task ran before its expiration"
+    # about a tick on an idle machine; the bound is generous for a shared one
+    assert sorted(lateness)[len(lateness) // 2] <= 20
+
+
+@pytest.mark.asyncio
+async def test_reaper_sleeps_when_idle_and_wakes_per_bucket_not_per_task() -> None:
+    async with SystemTimer("idle") as timer:
+        await asyncio.sleep(0.05)
+        assert timer.reaper_wakeups <= 1  # nothing scheduled: no ticking
+        far: list[tuple[int, int]] = []
+        for _ in range(100_000):
+            schedule(timer, 3_600_000, far)  # an hour away
+        before = timer.reaper_wakeups
+        await asyncio.sleep(0.2)
+        # 100k tasks an hour away share a handful of overflow buckets: the reaper
+        # slept through, woken at most once for the new earliest bucket
+        assert timer.reaper_wakeups - before <= 2
+        assert len(timer) == 100_000
+        near: list[tuple[int, int]] = []
+        for delay in range(10, 60, 10):
+            schedule(timer, delay, near)
+        await wait_for_len(near, 5)
+        # five buckets expired (plus possibly a re-arm after an early OS wake-up)
+        assert timer.reaper_wakeups - before <= 12
+        assert far == []
+
+
+@pytest.mark.asyncio
+async def test_an_earlier_bucket_wakes_the_sleeping_reaper() -> None:
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("wake") as timer:
+        schedule(timer, 10_000, out)
+        await asyncio.sleep(0.02)  # the reaper now sleeps for ~10 s
+        schedule(timer, 5, out)
+        await wait_for_len(out, 1, limit_s=5)
+        assert out[0][1] - out[0][0] >= 0
+        assert len(timer) == 1
+
+
+@pytest.mark.asyncio
+async def test_due_tasks_added_while_sleeping_run_promptly() -> None:
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("due") as timer:
+        schedule(timer, 60_000, out)
+        await asyncio.sleep(0.01)
+        schedule(timer, -1, out)
+        await wait_for_len(out, 1, limit_s=5)
+
+
+@pytest.mark.asyncio
+async def test_a_failing_task_goes_to_the_handler_and_the_reaper_goes_on() -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+
+    class Boom(TimerTask):
+        def run(self) -> None:
+            raise ValueError("boom")
+
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("boom") as timer:
+        timer.add(Boom(1))
+        schedule(timer, 20, out)
+        await wait_for_len(out, 1)
+    assert [str(c["exception"]) for c in seen] == ["boom"]
+
+
+@pytest.mark.asyncio
+async def test_leaving_stops_the_reaper_and_keeps_tasks() -> None:
+    out: list[tuple[int, int]] = []
+    timer = SystemTimer("stop")
+    async with timer:
+        schedule(timer, 50_000, out)
+        assert "reaper=running" in repr(timer)
+    assert "reaper=stopped" in repr(timer)
+    assert len(timer) == 1
+    reapers = [t for t in asyncio.all_tasks() if t.get_name() == "stop-reaper"]
+    assert reapers == []
+    async with timer:  # restartable
+        pass
+
+
+@pytest.mark.asyncio
+async def test_entering_twice_is_refused() -> None:
+    timer = SystemTimer("twice")
+    async with timer:
+        with pytest.raises(RuntimeError, match="already running"):
+            await timer.__aenter__()
+
+
+@pytest.mark.asyncio
+async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
+    out: list[tuple[int, int]] = []
+    timer = SystemTimer("manual")  # no reaper: advance_clock drives it
+    assert await timer.advance_clock(0) is False
+    assert await timer.advance_clock(5) is False  # nothing scheduled: waits, finds nothing
+    schedule(timer, 30, out)
+    assert await timer.advance_clock(1) is False  # not yet
+    # 30 ms is beyond the finest wheel (20 ms): the first bucket to expire is an
+    # overflow bucket, which cascades the task down; the next one runs it
+    assert await timer.advance_clock(2_000) is True
+    if not out:
+        assert len(timer) == 1
+        assert await timer.advance_clock(2_000) is True
+    assert len(out) == 1 and out[0][1] >= out[0][0]
+    assert len(timer) == 0
+    with pytest.raises(ValueError, match="timeout_ms"):
+        await timer.advance_clock(-1)
