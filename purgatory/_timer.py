@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from ._clock import Clock, LoopClock
 from ._delay_queue import DelayQueue
 from ._loop import raise_collected, report_exception
-from ._timer_list import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
+from ._timer_list import TaskCounter, TimerTask, TimerTaskList
 from ._timing_wheel import TimingWheel
 
 if TYPE_CHECKING:
@@ -137,25 +137,25 @@ class SystemTimer:
         delay = task.delay_ms
         if delay.__class__ is not int:
             delay = _coerce_delay(delay)
-        entry = TimerTaskEntry(task, self._now_ms() + delay)
-        if not self._wheel.add(entry):
-            self._add_due(entry)
+        expiration_ms = self._now_ms() + delay
+        if not self._wheel.add(task, expiration_ms):
+            self._add_due(task, expiration_ms)
 
-    def _add_due(self, entry: TimerTaskEntry) -> None:
+    def _add_due(self, task: TimerTask, expiration_ms: int) -> None:
         due = self._due
-        was_empty = len(due) == 0
-        due.add(entry)
+        was_empty = not due
+        due.add(task, expiration_ms)
         if was_empty and self._sleepers:
-            self._notify_sleepers(entry.expiration_ms)
+            self._notify_sleepers(expiration_ms)
 
     def _notify_sleepers(self, expiration_ms: int) -> None:
         for wake in self._sleepers:
             wake(expiration_ms)
 
-    def _reinsert(self, entry: TimerTaskEntry) -> None:
-        """Put a flushed entry back in the wheel, or run it if due and not cancelled."""
-        if not self._wheel.add(entry):
-            self._run_due(entry)
+    def _reinsert(self, task: TimerTask) -> None:
+        """Put a flushed task back in the wheel, or run it if it is due."""
+        if not self._wheel.add(task, task.expiration_ms):
+            self._run_due(task)
 
     def poll(self) -> int:
         """Run everything due at ``clock.now_ms()``, cascading buckets; return how many ran.
@@ -170,7 +170,7 @@ class SystemTimer:
         self._flushed = 0
         try:
             due = self._due
-            if len(due):
+            if due:
                 fresh = TimerTaskList(self._counter)
                 self._due = fresh  # tasks made due while these run wait for the next poll
                 due.flush(self._run_due)
@@ -189,23 +189,20 @@ class SystemTimer:
         raise_collected(f"{len(errors)} timer tasks of {self.name!r} failed", errors)
         return ran
 
-    def _run_due(self, entry: TimerTaskEntry) -> None:
-        """Run a due entry's task unless it was cancelled or moved meanwhile."""
-        task = entry.task
-        if task._timer_entry is entry:
-            task._timer_entry = None
-            self._ran += 1
-            try:
-                task.run()
-            except Exception as exc:  # noqa: BLE001 - reported, never lost
-                report_exception(
-                    f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
-                )
+    def _run_due(self, task: TimerTask) -> None:
+        """Run a task just taken out of its bucket (flush unlinked it)."""
+        self._ran += 1
+        try:
+            task.run()
+        except Exception as exc:  # noqa: BLE001 - reported, never lost
+            report_exception(
+                f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
+            )
 
     def next_expiration_ms(self) -> int | None:
         """When the next poll has work: now-ish if tasks are due, else the earliest
         bucket's expiration; None when nothing is scheduled. O(1)."""
-        if len(self._due):
+        if self._due:
             return self._now_ms()
         return self._queue.peek_expiration()
 
@@ -213,9 +210,8 @@ class SystemTimer:
         """Check every level, bucket and entry, and the shared counter. O(entries)."""
         queued = {id(b) for b in self._queue.buckets()}
         total = self._wheel._check_invariants(queued)
-        self._due._check_invariants()
+        total += self._due._check_invariants()
         assert self._due.expiration_ms == -1
-        total += len(self._due)
         assert total == self._counter.value, f"counter {self._counter.value}, entries {total}"
 
     def __repr__(self) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from purgatory import SystemTimer
 from purgatory._delay_queue import DelayQueue
-from purgatory._timer_list import TaskCounter, TimerTaskEntry, TimerTaskList
+from purgatory._timer_list import TaskCounter, TimerTask, TimerTaskList
 from purgatory._timing_wheel import TimingWheel
 from purgatory.testing import ManualClock
 
@@ -67,17 +67,16 @@ def test_buckets_share_one_counter_while_tasks_move_and_cancel() -> None:
     log: list[tuple[object, int]] = []
     tasks = [Recorder(10, i, clock, log) for i in range(10)]
     for task in tasks:
-        entry = TimerTaskEntry(task, 10)
-        lists[0].add(entry)
+        lists[0].add(task, 10)
     assert counter.value == 10
     # more tasks into the second list
     more = [Recorder(10, i, clock, log) for i in range(10, 20)]
     for task in more:
-        lists[1].add(TimerTaskEntry(task, 10))
+        lists[1].add(task, 10)
     assert counter.value == 20
     # re-adding the first tasks to the third list moves them: the count stays
     for task in tasks:
-        lists[2].add(TimerTaskEntry(task, 15))
+        lists[2].add(task, 15)
     assert counter.value == 20
     assert len(lists[0]) == 0 and len(lists[2]) == 10
     # cancelling half of them
@@ -86,7 +85,7 @@ def test_buckets_share_one_counter_while_tasks_move_and_cancel() -> None:
     assert counter.value == 15
     for bucket in lists:
         bucket._check_invariants()
-    flushed: list[TimerTaskEntry] = []
+    flushed: list[TimerTask] = []
     lists[2].flush(flushed.append)
     assert counter.value == 10 and len(flushed) == 5
     assert lists[2].expiration_ms == -1
@@ -101,17 +100,17 @@ class TestTimingWheel:
         return TimingWheel(10, 5, 1000, TaskCounter(), queue), queue
 
     @staticmethod
-    def entry(expiration_ms: int) -> TimerTaskEntry:
-        return TimerTaskEntry(Recorder(0, None, ManualClock(), []), expiration_ms)
+    def task() -> TimerTask:
+        return Recorder(0, None, ManualClock(), [])
 
     def test_add_accepts_and_refuses(self) -> None:
         wheel, queue = self.make()
-        assert wheel.add(self.entry(1020))
-        assert not wheel.add(self.entry(999))  # in the past
-        assert not wheel.add(self.entry(1005))  # within the current tick: due
-        cancelled = self.entry(1020)
-        cancelled.task.cancel()
-        assert not wheel.add(cancelled)
+        assert wheel.add(self.task(), 1020)
+        assert not wheel.add(self.task(), 999)  # in the past
+        assert not wheel.add(self.task(), 1005)  # within the current tick: due
+        # Kafka also refuses a cancelled entry here. A task here is its own entry,
+        # so "cancelled" cannot reach the wheel: a task cancelled while being
+        # flushed is never handed to reinsert (see test_timer's bucket-mate test).
         assert len(queue) == 1
         wheel._check_invariants({id(b) for b in queue.buckets()})
 
@@ -125,11 +124,11 @@ class TestTimingWheel:
     def test_overflow_wheel_is_created_once_and_follows(self) -> None:
         wheel, queue = self.make()
         assert wheel.levels() == [wheel]
-        assert wheel.add(self.entry(1060))
+        assert wheel.add(self.task(), 1060)
         overflow = wheel.overflow
         assert overflow is not None
         assert (overflow.tick_ms, overflow.wheel_size, overflow.current_ms) == (50, 5, 1000)
-        assert wheel.add(self.entry(1061))
+        assert wheel.add(self.task(), 1061)
         assert wheel.overflow is overflow
         wheel.advance_clock(1060)
         assert overflow.current_ms == 1050
