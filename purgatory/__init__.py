@@ -1,11 +1,27 @@
 """purgatory: Kafka's delayed-operation purgatory for asyncio.
 
 A hierarchical timing wheel (:class:`SystemTimer`) with a reaper coroutine, and
-the purgatory that holds delayed operations until they complete or expire.
+the purgatory (:class:`DelayedOperationPurgatory`) that holds delayed operations
+under keys until they complete early or expire.
 """
 
 from ._clock import Clock, LoopClock
+from ._errors import OperationCancelledError, PurgatoryClosedError
+from ._keys import TopicPartition
+from ._operation import DelayedOperation
+from ._purgatory import DelayedOperationPurgatory, PurgatoryStatistics
 from ._timer import SystemTimer
 from ._timer_list import TimerTask
 
-__all__ = ["Clock", "LoopClock", "SystemTimer", "TimerTask"]
+__all__ = [
+    "Clock",
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
+    "LoopClock",
+    "OperationCancelledError",
+    "PurgatoryClosedError",
+    "PurgatoryStatistics",
+    "SystemTimer",
+    "TimerTask",
+    "TopicPartition",
+]

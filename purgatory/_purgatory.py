@@ -1,0 +1,413 @@
+"""DelayedOperationPurgatory: operations watched under keys, completed early or on timeout.
+
+Each key (a :class:`~purgatory.TopicPartition`, or any hashable) has a *watcher
+list* of the operations waiting on it. An operation may wait on several keys.
+
+``try_complete_else_watch(op, keys)`` (Kafka's order):
+
+1. try to complete it: done if it completes now;
+2. append it to each key's watcher list, stopping early if it completed meanwhile;
+3. count it once in the purge estimate;
+4. try once more; if still pending, add it to the timer, which expires it after
+   ``op.delay_ms`` unless it completes first.
+
+``check_and_complete(key)``, called when something happened on ``key``, walks the
+key's list: operations already completed elsewhere are dropped (not counted),
+the others are tried; completed ones leave the list, an emptied key is removed.
+The list is detached while its callbacks run, so a callback may watch new
+operations on the same key or complete others without corrupting the walk.
+
+Lazy deletion and the purge. An operation completed through one key (or by the
+timer, or directly) still sits in its other keys' lists. Like Kafka, those
+entries are removed lazily: by a later ``check_and_complete`` on that key, or by
+the *purge*: when the estimate of watched operations minus ``num_delayed``
+exceeds ``purge_interval``, the estimate is reset to ``num_delayed`` and every
+list drops its completed operations. Kafka checks this in a reaper thread that
+wakes every 200 ms; here the check is O(1) bookkeeping on every completion of a
+watched operation (deferred to the end of the running purgatory call, if any), so
+the memory held by completed operations stays bounded by about ``purge_interval``
+operations even when the timer never wakes.
+
+Example, ``purge_interval=1``: r1 on [t1], r2 on [t1, t2], r3 on [t1, t2, t3]:
+watched 6, estimate 3, num_delayed 3. Completing r2 and r3 directly: num_delayed
+1, estimate - num_delayed = 2 > 1: purge: t1 [r1], t2 gone, t3 gone; watched 1.
+
+Callbacks and exceptions. An exception raised by an operation's callback while
+the purgatory walks many operations (``check_and_complete``, the purge, expiry
+by the timer) is caught for that operation and sent to the running loop's
+exception handler (with no loop running: raised after the walk, one exception
+as itself, several as an ExceptionGroup); the other operations proceed, and the
+failing operation is left consistent: pending and watched if ``try_complete``
+raised, completed (its awaiters raising the exception) if ``on_complete`` did.
+In ``try_complete_else_watch`` the exception goes to the caller, after the
+operation has been added to the timer if it was already being watched.
+
+Threads. All methods must run on the event loop's thread. Code on another thread
+(a replication thread, a blocking I/O pool) uses :meth:`call_threadsafe`, e.g.
+``p.call_threadsafe(p.check_and_complete, key)``, which runs the call on the
+purgatory's loop and returns a ``concurrent.futures.Future`` of its result.
+
+Closing. Leaving ``async with`` (or :meth:`close`) cancels every pending
+operation: its timer task is removed and its awaiters raise
+:class:`~purgatory.PurgatoryClosedError`; then the reaper stops. Operations are
+not expired at close: a caller that wants a timeout answer at shutdown can catch
+the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from ._errors import OperationCancelledError, PurgatoryClosedError
+from ._histogram import Histogram
+from ._loop import raise_collected, report_exception
+from ._operation import DelayedOperation
+from ._timer import SystemTimer
+
+__all__ = ["DelayedOperationPurgatory", "PurgatoryStatistics"]
+
+Op = TypeVar("Op", bound=DelayedOperation[Any])
+R = TypeVar("R")
+
+#: Kafka's default: purge once this many completed operations may be watched.
+DEFAULT_PURGE_INTERVAL = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryStatistics:
+    """A snapshot of a purgatory's counters (see :meth:`DelayedOperationPurgatory.statistics`)."""
+
+    name: str
+    watched: int  #: sum of watcher-list lengths (Kafka's PurgatorySize)
+    num_delayed: int  #: operations pending in the timer (NumDelayedOperations)
+    keys: int  #: keys with a watcher list
+    completed_early: int  #: completed before their deadline
+    expired: int  #: completed by the timer
+    cancelled: int  #: cancelled (cancel_for_key, close)
+    purged: int  #: completed operations removed from watcher lists by purges
+    purges: int  #: purges run
+    lateness_count: int  #: expirations measured
+    lateness_max_ms: int  #: how long after its deadline the latest expiry ran
+    lateness_p50_ms: int  #: median expiry lateness (log-linear histogram, <12.5% over)
+    lateness_p99_ms: int  #: 99th percentile expiry lateness
+
+
+class DelayedOperationPurgatory(Generic[Op]):
+    """Holds delayed operations under keys until they complete or expire; see module doc.
+
+    ``timer=None`` makes a ``SystemTimer(name)``. With ``reaper_enabled``,
+    ``async with`` runs the timer's reaper; with ``timer_enabled=False``
+    operations are never added to the timer (they complete only through keys).
+    """
+
+    def __init__(
+        self,
+        name: str = "purgatory",
+        *,
+        timer: SystemTimer | None = None,
+        purge_interval: int = DEFAULT_PURGE_INTERVAL,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+    ) -> None:
+        if type(purge_interval) is not int or purge_interval < 0:
+            raise ValueError(f"purge_interval must be a non-negative int, not {purge_interval!r}")
+        self.name = name
+        self.timer = SystemTimer(name) if timer is None else timer
+        self.purge_interval = purge_interval
+        self.reaper_enabled = reaper_enabled
+        self.timer_enabled = timer_enabled
+        # invariant: no empty list; each list holds operations watched on its key
+        self._watchers: dict[Hashable, list[Op]] = {}
+        self._watched = 0  # invariant: == sum of the lengths of the watcher lists
+        # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
+        self._estimated = 0
+        self._num_delayed = 0  # invariant: this purgatory's operations in the timer
+        self._depth = 0  # > 0 while a purgatory method is running callbacks
+        self._purge_due = False  # a purge was asked for while _depth > 0
+        self._completed_early = 0
+        self._expired = 0
+        self._cancelled = 0
+        self._purged = 0
+        self._purges = 0
+        self._lateness = Histogram()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reaper_owned = False
+        self._closed = False
+
+    # -- the API -------------------------------------------------------------
+
+    def try_complete_else_watch(self, operation: Op, keys: Iterable[Hashable]) -> bool:
+        """Complete ``operation`` now, or watch it under ``keys`` and start its timeout.
+
+        Returns True only if this call completed it. O(len(keys)) + two
+        ``try_complete`` calls.
+        """
+        keys = tuple(keys)
+        if not keys:
+            raise ValueError("an operation must be watched under at least one key")
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name!r} is closed")
+        if operation._purgatory is not None:
+            raise ValueError(f"{operation!r} is already in a purgatory")
+        if operation.try_complete():
+            self._completed_early += 1
+            return True
+        if operation.is_done:
+            return False
+        operation._purgatory = self
+        self._depth += 1
+        try:
+            watchers = self._watchers
+            for key in keys:
+                if operation.is_done:
+                    break
+                ops = watchers.get(key)
+                if ops is None:
+                    watchers[key] = [operation]
+                else:
+                    ops.append(operation)
+                self._watched += 1
+            self._estimated += 1
+            try:
+                if operation.try_complete():
+                    return True
+            finally:
+                if not operation.is_done and self.timer_enabled:
+                    self._num_delayed += 1
+                    self.timer.add(operation)
+            return False
+        finally:
+            self._leave()
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try the operations watched on ``key``; return how many this call completed.
+
+        Operations completed elsewhere are dropped without being counted; an
+        emptied key is removed. O(operations on the key) + their callbacks.
+        """
+        watchers = self._watchers
+        ops = watchers.pop(key, None)
+        if ops is None:
+            return 0
+        completed = 0
+        kept: list[Op] = []
+        errors: list[BaseException] = []
+        self._depth += 1
+        try:
+            for op in ops:
+                if op.is_done:
+                    continue
+                try:
+                    if op.try_complete():
+                        completed += 1
+                        continue
+                except Exception as exc:  # noqa: BLE001 - reported; the walk goes on
+                    report_exception(
+                        f"try_complete of {op!r} in purgatory {self.name!r} failed",
+                        exc,
+                        errors,
+                        operation=op,
+                    )
+                if not op.is_done:
+                    kept.append(op)
+            self._watched -= len(ops) - len(kept)
+            if kept:
+                fresh = watchers.get(key)  # watched by callbacks meanwhile
+                if fresh is not None:
+                    kept.extend(fresh)
+                watchers[key] = kept
+        finally:
+            self._leave()
+        raise_collected(f"{len(errors)} operations failed in {self.name!r}", errors)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[Op]:
+        """Stop watching ``key``: cancel (not complete) its pending operations, return them.
+
+        Cancelled operations leave the timer and their awaiters raise
+        :class:`~purgatory.OperationCancelledError`; entries under other keys are
+        dropped lazily. An unknown key gives []. O(operations on the key).
+        """
+        ops = self._watchers.pop(key, None)
+        if ops is None:
+            return []
+        self._watched -= len(ops)
+        cancelled: list[Op] = []
+        error = OperationCancelledError(f"cancelled: key {key!r} of {self.name!r}")
+        for op in ops:
+            if self._cancel(op, error):
+                cancelled.append(op)
+        return cancelled
+
+    @property
+    def watched(self) -> int:
+        """Sum of the watcher lists' lengths, completed but unpurged entries included. O(1)."""
+        return self._watched
+
+    @property
+    def num_delayed(self) -> int:
+        """This purgatory's operations pending in the timer. O(1)."""
+        return self._num_delayed
+
+    def watched_keys(self) -> list[Hashable]:
+        """The keys with a watcher list. O(keys)."""
+        return list(self._watchers)
+
+    def statistics(self) -> PurgatoryStatistics:
+        """A frozen snapshot of the counters and the expiry lateness. O(histogram buckets)."""
+        late = self._lateness
+        return PurgatoryStatistics(
+            name=self.name,
+            watched=self._watched,
+            num_delayed=self._num_delayed,
+            keys=len(self._watchers),
+            completed_early=self._completed_early,
+            expired=self._expired,
+            cancelled=self._cancelled,
+            purged=self._purged,
+            purges=self._purges,
+            lateness_count=late.count,
+            lateness_max_ms=late.max,
+            lateness_p50_ms=late.quantile(0.5),
+            lateness_p99_ms=late.quantile(0.99),
+        )
+
+    def purge_completed(self) -> int:
+        """Remove completed operations and empty keys from every list; return how many.
+
+        O(watched). Runs by itself when the estimate crosses ``purge_interval``.
+        """
+        removed = 0
+        watchers = self._watchers
+        for key, ops in list(watchers.items()):
+            kept = [op for op in ops if not op.is_done]
+            if len(kept) != len(ops):
+                removed += len(ops) - len(kept)
+                if kept:
+                    watchers[key] = kept
+                else:
+                    del watchers[key]
+        self._watched -= removed
+        self._purged += removed
+        self._purges += 1
+        return removed
+
+    def call_threadsafe(self, fn: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
+        """Run ``fn(*args)`` on the purgatory's loop from any thread; a future of its result.
+
+        The loop is the one the purgatory was entered on (``async with``).
+        """
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError(f"purgatory {self.name!r} is not running on a loop")
+        result: concurrent.futures.Future[R] = concurrent.futures.Future()
+
+        def call() -> None:
+            if not result.set_running_or_notify_cancel():
+                return
+            try:
+                result.set_result(fn(*args))
+            except BaseException as exc:
+                result.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+
+        loop.call_soon_threadsafe(call)
+        return result
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> DelayedOperationPurgatory[Op]:
+        self._loop = asyncio.get_running_loop()
+        if self.reaper_enabled and self.timer._reaper is None:
+            await self.timer.__aenter__()
+            self._reaper_owned = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Cancel every pending operation (awaiters raise PurgatoryClosedError) and
+        stop the reaper if this purgatory started it. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
+            watchers = self._watchers
+            self._watchers = {}
+            self._watched = 0
+            for ops in watchers.values():
+                for op in ops:
+                    self._cancel(op, error)
+        if self._reaper_owned:
+            self._reaper_owned = False
+            await self.timer.__aexit__(None, None, None)
+        self._loop = None
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _cancel(self, op: Op, error: OperationCancelledError) -> bool:
+        was_scheduled = op._list is not None
+        if not op._abandon(error):
+            return False
+        self._cancelled += 1
+        if was_scheduled:
+            self._num_delayed -= 1
+        return True
+
+    def _operation_completed(self, op: DelayedOperation[Any], from_timer: bool) -> None:
+        """Called by ``force_complete`` of a watched operation: counters and purge. O(1)."""
+        if from_timer:
+            self._num_delayed -= 1
+        if op._expiring:
+            self._expired += 1
+            self._lateness.record(self.timer._now_ms() - op.expiration_ms)
+        else:
+            self._completed_early += 1
+        if self._estimated - self._num_delayed > self.purge_interval:
+            if self._depth:
+                self._purge_due = True
+            else:
+                self._purge()
+
+    def _leave(self) -> None:
+        self._depth -= 1
+        if self._purge_due and not self._depth:
+            self._purge_due = False
+            if self._estimated - self._num_delayed > self.purge_interval:
+                self._purge()
+
+    def _purge(self) -> None:
+        self._estimated = self._num_delayed
+        self.purge_completed()
+
+    def _check_invariants(self) -> None:
+        """Check the counters against the lists. O(watched)."""
+        total = 0
+        for key, ops in self._watchers.items():
+            assert ops, f"empty watcher list kept for {key!r}"
+            total += len(ops)
+            for op in ops:
+                assert op._purgatory is self, f"{op!r} watched but not ours"
+        assert total == self._watched, f"watched {self._watched} but lists hold {total}"
+        assert 0 <= self._num_delayed
+        if self.timer_enabled:
+            assert self._num_delayed <= len(self.timer)
+        assert self._depth == 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<DelayedOperationPurgatory {self.name!r} watched={self._watched} "
+            f"num_delayed={self._num_delayed} keys={len(self._watchers)}>"
+        )
+

@@ -1,0 +1,632 @@
+"""One log segment: a file of record batches and its offset index.
+
+A segment is named by its base offset, the offset of its first batch, as two
+files: ``00000000000000000000.log`` (the batches, back to back, exactly as
+received except for their base offset and leader epoch) and
+``00000000000000000000.index`` (an :class:`~._offset_index.OffsetIndex`).
+
+Appends go to an in-memory write buffer that is handed to the OS with one
+``pwrite`` per :data:`WRITE_BUFFER_BYTES`, so a loop of small appends does not
+make one syscall each; reads serve buffered bytes from memory, so they always
+see what was appended. The index gets an entry whenever more than
+``index_interval_bytes`` of log were written since the previous one; the entry
+maps the *last* offset of the batch being appended to the batch's position.
+
+Finding offset ``t``: the index gives the largest entry ``(o, p)`` with
+``o <= t`` (the batch at ``p`` ends at ``o``), then a forward walk over batch
+headers from ``p`` stops at the first batch whose last offset is ``>= t``. The
+walk covers about ``index_interval_bytes`` of log, read in one or two chunks.
+
+Example, ``index_interval_bytes=100`` and batches of 70 bytes, one offset each::
+
+    append offset 0 at position 0:    since=0    -> no entry; since=70
+    append offset 1 at position 70:   since=70   -> no entry; since=140
+    append offset 2 at position 140:  since=140  -> entry (2, 140); since=70
+    append offset 3 at position 210:  since=70   -> no entry; since=140
+    translate(3): index floor (2, 140); walk 140 (last 2), 210 (last 3) -> 210
+
+Recovery (:meth:`LogSegment.open`): the active (last) segment is scanned in full
+and every batch checked (length, magic, CRC, offsets continuing from the one
+before); the file is cut at the first bad or torn batch. Its index entries must
+point at batch starts with matching last offsets: entries beyond the cut (the
+index is a memory map and can outlive unwritten log data) are dropped, and any
+other mismatch rebuilds the index from the log. Older segments get a cheaper
+check (the index's own ordering check, every position inside the file, the last
+entry naming a real batch, a clean walk from there to the end of the file) and
+are rebuilt on failure; a torn or corrupt batch inside an older segment is an
+error, not something to cut silently.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._offset_index import CorruptIndexError, OffsetIndex
+from .records import (
+    CRC_START,
+    HEADER_BYTES,
+    LOG_OVERHEAD_BYTES,
+    MAGIC,
+    CorruptRecordError,
+    crc32c,
+)
+
+__all__ = [
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "WRITE_BUFFER_BYTES",
+    "BatchInfo",
+    "LogSegment",
+    "SegmentRecovery",
+    "segment_file_name",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+#: Buffered appends are written out once this many bytes are pending.
+WRITE_BUFFER_BYTES = 64 * 1024
+#: How much log a header walk reads per ``pread``.
+SCAN_CHUNK_BYTES = 16 * 1024
+#: How much log a recovery scan reads per ``pread``.
+RECOVERY_CHUNK_BYTES = 1024 * 1024
+
+_INT32_MAX = 2**31 - 1
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+
+
+def _header_problem(chunk: bytes, rel: int, position: int, size: int, expected: int) -> str:
+    """Why the batch header at ``chunk[rel:]`` (file ``position``) is bad, or ''."""
+    if rel + HEADER_BYTES > len(chunk):
+        return f"torn batch header at position {position}"
+    base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, rel)
+    (delta,) = _INT32.unpack_from(chunk, rel + 23)
+    batch_bytes = batch_length + LOG_OVERHEAD_BYTES
+    if chunk[rel + 16] != MAGIC:
+        return f"bad magic at position {position}"
+    if batch_bytes < HEADER_BYTES or delta < 0:
+        return f"bad batch length at position {position}"
+    if position + batch_bytes > size:
+        return f"torn batch at position {position}"
+    if base_offset != expected:
+        return f"batch at position {position} has base offset {base_offset}, expected {expected}"
+    return ""
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """Where a batch sits in a segment and the offsets it covers."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRecovery:
+    """What opening a segment repaired."""
+
+    truncated_bytes: int = 0  # bytes cut from the end of the log (torn or bad batches)
+    dropped_index_entries: int = 0  # index entries beyond the log's end, removed
+    index_rebuilt: bool = False  # the index failed its check and was rebuilt
+    reason: str = ""  # why bytes were cut or the index rebuilt, for logs and tests
+
+
+class LogSegment:
+    """A segment's log file and index.
+
+    ``append`` is O(len(batch)) amortised (buffered); ``translate_offset`` is an
+    O(log n) index lookup plus a walk over about ``index_interval_bytes`` of
+    headers; ``read`` is O(bytes read).
+    """
+
+    __slots__ = (
+        "_base_offset",
+        "_buffer",
+        "_bytes_since_index_entry",
+        "_fd",
+        "_index",
+        "_index_interval_bytes",
+        "_log_path",
+        "_max_index_size_bytes",
+        "_needs_sync",
+        "_next_offset",
+        "_written_bytes",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size_bytes: int,
+        index: OffsetIndex | None = None,
+    ) -> None:
+        """Open the files as they are; use :meth:`create` or :meth:`open`."""
+        self._base_offset = base_offset
+        self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self._index_interval_bytes = index_interval_bytes
+        self._max_index_size_bytes = max_index_size_bytes
+        # invariant: -1 once closed, else an open read-write descriptor of the log
+        self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if index is None:
+            index = OffsetIndex(self.index_path, base_offset, max_index_size_bytes)
+        self._index = index
+        # invariant: the file holds exactly _written_bytes bytes; the segment's
+        # content is the file followed by _buffer
+        self._written_bytes = os.fstat(self._fd).st_size
+        self._buffer = bytearray()
+        # invariant: one past the last offset of the last batch; base_offset if empty
+        self._next_offset = base_offset
+        # invariant: bytes appended since the batch of the last index entry started
+        # (including that batch), or since position 0 when there is no entry
+        self._bytes_since_index_entry = 0
+        self._needs_sync = False  # written since the last fsync
+
+    # ------------------------------------------------------------ construction
+
+    @property
+    def index_path(self) -> Path:
+        return self._log_path.with_suffix(INDEX_SUFFIX)
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size_bytes: int,
+    ) -> LogSegment:
+        """A new, empty segment (any files of that name are emptied)."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size_bytes=max_index_size_bytes,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size_bytes: int,
+        active: bool,
+    ) -> tuple[LogSegment, SegmentRecovery]:
+        """Open an existing segment, check it and repair what a crash can leave.
+
+        ``active`` marks the last segment: it is scanned in full (O(size)) and a
+        torn tail is cut. Older segments are checked cheaply and left read-only
+        (index trimmed). Raises :class:`CorruptRecordError` for damage inside an
+        older segment.
+        """
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        reason = "" if index_path.exists() else f"{index_path.name} is missing"
+        try:
+            index: OffsetIndex | None = OffsetIndex(index_path, base_offset, max_index_size_bytes)
+        except CorruptIndexError as exc:
+            reason = str(exc)
+            index_path.unlink()
+            index = None
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size_bytes=max_index_size_bytes,
+            index=index,
+        )
+        try:
+            if active:
+                recovery = segment._recover_active(reason)
+            else:
+                recovery = segment._recover_rolled(reason)
+                segment._index.trim_to_valid_size()
+        except BaseException:
+            segment.close()
+            raise
+        return segment, recovery
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (the base offset when empty)."""
+        return self._next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes in the segment, buffered ones included. O(1)."""
+        return self._written_bytes + len(self._buffer)
+
+    @property
+    def index(self) -> OffsetIndex:
+        return self._index
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size_bytes == 0
+
+    # ------------------------------------------------------------ I/O helpers
+
+    def _write_out(self) -> None:
+        """Hand the write buffer to the OS. O(len(buffer))."""
+        buffer = self._buffer
+        if not buffer:
+            return
+        view = memoryview(buffer)
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self._fd, view[done:], self._written_bytes + done)
+        view.release()
+        self._written_bytes += done
+        buffer.clear()
+        self._needs_sync = True
+
+    def _pread(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` (fewer only at the segment's end).
+
+        Bytes still in the write buffer are served from it, so reads see every
+        append without forcing a write. O(size).
+        """
+        written = self._written_bytes
+        end = min(position + size, written + len(self._buffer))
+        chunks = []
+        pos = position
+        while pos < min(end, written):
+            chunk = os.pread(self._fd, min(end, written) - pos, pos)
+            if not chunk:
+                raise OSError(f"{self._log_path} is shorter than the {written} bytes written")
+            chunks.append(chunk)
+            pos += len(chunk)
+        if end > written:
+            chunks.append(bytes(self._buffer[max(0, pos - written) : end - written]))
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def walk(self, position: int = 0, end: int | None = None) -> Iterator[BatchInfo]:
+        """The headers of the batches from ``position`` to ``end`` (default: the end).
+
+        Reads headers only, in chunks of :data:`SCAN_CHUNK_BYTES`; no CRC check.
+        Raises :class:`CorruptRecordError` on a header that does not fit.
+        O(batches walked).
+        """
+        if end is None:
+            end = self.size_bytes
+        chunk = b""
+        chunk_start = position
+        while position < end:
+            rel = position - chunk_start
+            if rel + HEADER_BYTES > len(chunk):
+                chunk = self._pread(position, min(SCAN_CHUNK_BYTES, end - position))
+                chunk_start = position
+                rel = 0
+                if len(chunk) < HEADER_BYTES:
+                    raise CorruptRecordError(
+                        f"{self._log_path}: truncated batch header at position {position}"
+                    )
+            base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, rel)
+            (delta,) = _INT32.unpack_from(chunk, rel + 23)
+            size = batch_length + LOG_OVERHEAD_BYTES
+            if chunk[rel + 16] != MAGIC or size < HEADER_BYTES or delta < 0:
+                raise CorruptRecordError(
+                    f"{self._log_path}: bad batch header at position {position}"
+                )
+            if position + size > end:
+                raise CorruptRecordError(
+                    f"{self._log_path}: batch at position {position} runs past {end}"
+                )
+            yield BatchInfo(position, base_offset, base_offset + delta, size)
+            position += size
+
+    # ------------------------------------------------------------ appending
+
+    def append(self, batch: bytes, last_offset: int) -> None:
+        """Append a batch whose offsets are already final. O(len(batch)) amortised.
+
+        The caller (the log) rolls before the segment or its index fills up, and
+        passes batches whose base offset is :attr:`next_offset`.
+        """
+        if self._fd < 0:
+            raise ValueError(f"segment {self._log_path} is closed")
+        position = self.size_bytes
+        if self._bytes_since_index_entry > self._index_interval_bytes:
+            self._index.append(last_offset, position)
+            self._bytes_since_index_entry = 0
+        self._buffer += batch
+        self._bytes_since_index_entry += len(batch)
+        self._next_offset = last_offset + 1
+        if len(self._buffer) >= WRITE_BUFFER_BYTES:
+            self._write_out()
+
+    # ------------------------------------------------------------ reading
+
+    def translate_offset(self, offset: int) -> BatchInfo | None:
+        """The first batch whose last offset is >= ``offset``, or None.
+
+        O(log entries) for the index, then a walk of about
+        ``index_interval_bytes`` of headers.
+        """
+        if offset >= self._next_offset:
+            return None
+        _, position = self._index.lookup(offset)
+        for info in self.walk(position):
+            if info.last_offset >= offset:
+                return info
+        return None  # pragma: no cover - offset < next_offset guarantees a batch
+
+    def read(
+        self, position: int, max_bytes: int, max_offset: int, include_first: bool
+    ) -> tuple[bytes, bool]:
+        """Whole batches from ``position`` (a batch start) while they fit.
+
+        Stops before a batch whose last offset is >= ``max_offset`` or that would
+        take the result past ``max_bytes``; with ``include_first`` the first batch
+        is returned whole even if larger than ``max_bytes``. Returns the bytes and
+        whether a limit stopped the read (False: the segment's end did).
+        O(bytes read), with one ``pread`` in the common case.
+        """
+        size = self.size_bytes
+        data = self._pread(position, min(size - position, max(max_bytes, HEADER_BYTES)))
+        p = 0
+        while position + p < size:
+            if p + HEADER_BYTES > len(data):
+                if p > 0:  # the next batch cannot fit in max_bytes
+                    return data[:p], True
+                raise CorruptRecordError(  # pragma: no cover - recovery prevents it
+                    f"{self._log_path}: truncated batch header at position {position}"
+                )
+            base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(data, p)
+            (delta,) = _INT32.unpack_from(data, p + 23)
+            batch_bytes = batch_length + LOG_OVERHEAD_BYTES
+            if base_offset + delta >= max_offset:
+                return data[:p], True
+            if p + batch_bytes > max_bytes:
+                if p == 0 and include_first:
+                    return self._pread(position, batch_bytes), True
+                return data[:p], True
+            p += batch_bytes
+        return data[:p], False
+
+    # ------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; return bytes dropped.
+
+        A batch that straddles ``offset`` (base < offset <= last) is dropped
+        whole, since a batch cannot be split without breaking its CRC: after
+        this, :attr:`next_offset` <= ``offset``. O(log n + dropped index entries).
+        """
+        info = self.translate_offset(offset)
+        if info is None:
+            return 0
+        self._write_out()
+        dropped = self._written_bytes - info.position
+        os.ftruncate(self._fd, info.position)
+        self._written_bytes = info.position
+        self._needs_sync = True
+        self._index.truncate_to(offset)
+        self._next_offset = info.base_offset
+        self._reset_bytes_since_index_entry()
+        return dropped
+
+    def _reset_bytes_since_index_entry(self) -> None:
+        index = self._index
+        last_position = index.entry(index.entries - 1).position if index.entries else 0
+        self._bytes_since_index_entry = self.size_bytes - last_position
+
+    # ------------------------------------------------------------ rolling
+
+    def roll(self) -> None:
+        """Make the segment read-only: write out the buffer, trim the index. O(buffer)."""
+        self._write_out()
+        self._index.trim_to_valid_size()
+
+    def reactivate(self) -> None:
+        """Make a rolled segment appendable again (after a log truncation). O(1)."""
+        self._index.resize(self._max_index_size_bytes)
+
+    @property
+    def index_is_full(self) -> bool:
+        return self._index.is_full
+
+    # ------------------------------------------------------------ recovery
+
+    def _scan_valid(self) -> tuple[list[BatchInfo], int, str]:
+        """Validate every batch from position 0; stop at the first bad one.
+
+        Returns the valid batches, the end of the last valid one and why the scan
+        stopped early ("" if it reached the end). O(size).
+        """
+        size = self._written_bytes
+        batches: list[BatchInfo] = []
+        expected = self._base_offset
+        position = 0
+        chunk = b""
+        chunk_start = 0
+        while position < size:
+            rel = position - chunk_start
+            if rel + HEADER_BYTES > len(chunk):
+                chunk = self._pread(position, min(RECOVERY_CHUNK_BYTES, size - position))
+                chunk_start, rel = position, 0
+            problem = _header_problem(chunk, rel, position, size, expected)
+            if problem:
+                return batches, position, problem
+            base_offset, batch_length = _BASE_AND_LENGTH.unpack_from(chunk, rel)
+            (delta,) = _INT32.unpack_from(chunk, rel + 23)
+            batch_bytes = batch_length + LOG_OVERHEAD_BYTES
+            if rel + batch_bytes > len(chunk):
+                want = max(batch_bytes, min(RECOVERY_CHUNK_BYTES, size - position))
+                chunk = self._pread(position, want)
+                chunk_start, rel = position, 0
+            (crc,) = _UINT32.unpack_from(chunk, rel + 17)
+            body = memoryview(chunk)[rel + CRC_START : rel + batch_bytes]
+            if crc32c(body) != crc:
+                return batches, position, f"CRC mismatch at position {position}"
+            batches.append(BatchInfo(position, base_offset, base_offset + delta, batch_bytes))
+            expected = base_offset + delta + 1
+            position += batch_bytes
+        return batches, position, ""
+
+    def _rebuild_index(self, batches: list[BatchInfo]) -> None:
+        """Recreate the index entries from the batches by the append rule. O(n)."""
+        index = self._index
+        index.truncate()
+        since = 0
+        interval = self._index_interval_bytes
+        for info in batches:
+            if since > interval and not index.is_full:
+                index.append(info.last_offset, info.position)
+                since = 0
+            since += info.size_bytes
+
+    def _recover_active(self, index_reason: str) -> SegmentRecovery:
+        batches, valid_end, cut_reason = self._scan_valid()
+        truncated = self._written_bytes - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self._written_bytes = valid_end
+            self._needs_sync = True
+        last_by_position = {info.position: info.last_offset for info in batches}
+        index = self._index
+        rebuild = bool(index_reason)
+        keep = 0
+        if not rebuild:
+            for offset, position in index.iter_entries():
+                if position >= valid_end:
+                    break
+                if last_by_position.get(position) != offset:
+                    index_reason = f"index entry ({offset}, {position}) names no batch ending there"
+                    rebuild = True
+                    break
+                keep += 1
+        dropped = 0
+        if rebuild:
+            self._rebuild_index(batches)
+        else:
+            dropped = index.entries - keep
+            index.truncate_to_entries(keep)
+        self._next_offset = batches[-1].last_offset + 1 if batches else self._base_offset
+        self._reset_bytes_since_index_entry()
+        reasons = [r for r in (cut_reason, index_reason) if r]
+        return SegmentRecovery(truncated, dropped, rebuild, "; ".join(reasons))
+
+    def _recover_rolled(self, index_reason: str) -> SegmentRecovery:
+        size = self._written_bytes
+        if not index_reason:
+            index_reason = self._check_rolled_index(size)
+        if index_reason:
+            batches, _, cut_reason = self._scan_valid()
+            if cut_reason:
+                raise CorruptRecordError(
+                    f"{self._log_path} is not the last segment but is damaged: {cut_reason}"
+                )
+            self._rebuild_index(batches)
+            self._next_offset = batches[-1].last_offset + 1 if batches else self._base_offset
+        self._reset_bytes_since_index_entry()
+        return SegmentRecovery(0, 0, bool(index_reason), index_reason)
+
+    def _check_rolled_index(self, size: int) -> str:
+        """Cheap check of a rolled segment; sets next_offset. '' if it passes."""
+        index = self._index
+        last_position = -1
+        for _, position in index.iter_entries():
+            last_position = position
+        if last_position >= size:
+            return f"index entry at position {last_position} is past the log's end {size}"
+        start = max(0, last_position)
+        try:
+            infos = self.walk(start)
+            first = next(infos, None)
+            if index.entries and (first is None or first.last_offset != index.last_offset):
+                return f"last index entry names no batch ending at {index.last_offset}"
+            last = first
+            for last in infos:  # noqa: B007 - walk to the end to find the last batch
+                pass
+        except CorruptRecordError as exc:
+            return str(exc)
+        self._next_offset = last.last_offset + 1 if last is not None else self._base_offset
+        return ""
+
+    # ------------------------------------------------------------ lifecycle
+
+    def flush(self, *, fsync: bool = True) -> None:
+        """Write out the buffer; with ``fsync`` also sync the log and index. O(buffer)."""
+        self._write_out()
+        if fsync and self._needs_sync:
+            os.fsync(self._fd)
+            self._index.flush()
+            self._needs_sync = False
+
+    def close(self) -> None:
+        """Write out the buffer, close the log and the trimmed index. Idempotent; O(buffer)."""
+        if self._fd >= 0:
+            try:
+                self._write_out()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+        self._index.close()
+
+    def delete(self) -> None:
+        """Close and remove both files, dropping buffered data. O(1)."""
+        self._buffer.clear()
+        self.close()
+        self._log_path.unlink(missing_ok=True)
+        self.index_path.unlink(missing_ok=True)
+
+    def _check_invariants(self, *, deep: bool = True) -> None:
+        """Check sizes, offsets and index against the file. O(size) when ``deep``."""
+        self._index._check_invariants()
+        if self._fd < 0:
+            return
+        assert os.fstat(self._fd).st_size == self._written_bytes, "file size drifted"
+        assert self._index.entries == 0 or self._index.last_offset < self._next_offset
+        if not deep:
+            return
+        infos = list(self.walk())
+        expected = self._base_offset
+        for info in infos:
+            assert info.base_offset == expected, f"offset gap at position {info.position}"
+            expected = info.last_offset + 1
+        assert expected == self._next_offset, "next_offset disagrees with the batches"
+        assert sum(i.size_bytes for i in infos) == self.size_bytes, "batches do not fill"
+        last_by_position = {i.position: i.last_offset for i in infos}
+        for offset, position in self._index.iter_entries():
+            assert last_by_position.get(position) == offset, (
+                f"index entry ({offset}, {position}) names no batch ending there"
+            )
+        last_position = (
+            self._index.entry(self._index.entries - 1).position if (self._index.entries) else 0
+        )
+        assert self._bytes_since_index_entry == self.size_bytes - last_position
+
+    def __repr__(self) -> str:
+        return (
+            f"<LogSegment {self._log_path.name} offsets [{self._base_offset}, "
+            f"{self._next_offset}) size_bytes={self.size_bytes} "
+            f"index_entries={self._index.entries}>"
+        )
