@@ -157,8 +157,6 @@ class DelayedOperationPurgatory(Generic[Op]):
         if operation.try_complete():
             self._completed_early += 1
             return True
-        if operation.is_done:
-            return False
         operation._purgatory = self
         self._depth += 1
         try:
@@ -237,12 +235,8 @@ class DelayedOperationPurgatory(Generic[Op]):
         if ops is None:
             return []
         self._watched -= len(ops)
-        cancelled: list[Op] = []
         error = OperationCancelledError(f"cancelled: key {key!r} of {self.name!r}")
-        for op in ops:
-            if self._cancel(op, error):
-                cancelled.append(op)
-        return cancelled
+        return [op for op in ops if self._cancel(op, error)]
 
     @property
     def watched(self) -> int:
@@ -400,7 +394,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             for op in ops:
                 assert op._purgatory is self, f"{op!r} watched but not ours"
         assert total == self._watched, f"watched {self._watched} but lists hold {total}"
-        assert 0 <= self._num_delayed
+        assert self._num_delayed >= 0
         if self.timer_enabled:
             assert self._num_delayed <= len(self.timer)
         assert self._depth == 0
@@ -410,4 +404,3 @@ class DelayedOperationPurgatory(Generic[Op]):
             f"<DelayedOperationPurgatory {self.name!r} watched={self._watched} "
             f"num_delayed={self._num_delayed} keys={len(self._watchers)}>"
         )
-
