@@ -36,7 +36,7 @@ operations in one pass, catch it per operation and report it; see
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Generator
+from collections.abc import Generator, Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._errors import OperationCancelledError
@@ -66,7 +66,7 @@ class DelayedOperation(TimerTask, Generic[T]):
     checks are O(1); ``await op`` allocates one future per awaiter, only if awaited.
     """
 
-    __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_expiring")
+    __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_keys", "_expiring")
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
@@ -78,6 +78,7 @@ class DelayedOperation(TimerTask, Generic[T]):
         self._waiters: list[asyncio.Future[T]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
+        self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
         self._expiring = False  # True while the timer is completing it
 
     # -- to implement --------------------------------------------------------

@@ -21,12 +21,19 @@ Lazy deletion and the purge. An operation completed through one key (or by the
 timer, or directly) still sits in its other keys' lists. Like Kafka, those
 entries are removed lazily: by a later ``check_and_complete`` on that key, or by
 the *purge*: when the estimate of watched operations minus ``num_delayed``
-exceeds ``purge_interval``, the estimate is reset to ``num_delayed`` and every
-list drops its completed operations. Kafka checks this in a reaper thread that
+exceeds ``purge_interval``, the estimate is reset to ``num_delayed`` and the
+completed operations leave every list. Kafka checks this in a reaper thread that
 wakes every 200 ms; here the check is O(1) bookkeeping on every completion of a
 watched operation (deferred to the end of the running purgatory call, if any), so
 the memory held by completed operations stays bounded by about ``purge_interval``
 operations even when the timer never wakes.
+
+Kafka's purge scans every watcher list: O(watched) per purge, which with 100k
+pending operations costs more than the operations themselves (measured:
+benchmarks/purgatory_bench.py). Here a watcher list is an insertion-ordered dict
+(O(1) removal of any operation), each completed or cancelled watched operation is
+noted in a list as it completes (O(1)), and the purge removes exactly those from
+their own keys: O(completed x keys), independent of how many are pending.
 
 Example, ``purge_interval=1``: r1 on [t1], r2 on [t1, t2], r3 on [t1, t2, t3]:
 watched 6, estimate 3, num_delayed 3. Completing r2 and r3 directly: num_delayed
@@ -121,8 +128,11 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.purge_interval = purge_interval
         self.reaper_enabled = reaper_enabled
         self.timer_enabled = timer_enabled
-        # invariant: no empty list; each list holds operations watched on its key
-        self._watchers: dict[Hashable, list[Op]] = {}
+        # invariant: no empty list; each list holds operations watched on its key,
+        # oldest first (a dict used as an ordered set: O(1) removal of any one)
+        self._watchers: dict[Hashable, dict[Op, None]] = {}
+        # invariant: every done operation still in a watcher list is in here
+        self._done_watched: list[Op] = []
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
@@ -158,6 +168,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             self._completed_early += 1
             return True
         operation._purgatory = self
+        operation._keys = keys
         self._depth += 1
         try:
             watchers = self._watchers
@@ -166,9 +177,11 @@ class DelayedOperationPurgatory(Generic[Op]):
                     break
                 ops = watchers.get(key)
                 if ops is None:
-                    watchers[key] = [operation]
+                    watchers[key] = {operation: None}
+                elif operation not in ops:
+                    ops[operation] = None
                 else:
-                    ops.append(operation)
+                    continue  # a key given twice
                 self._watched += 1
             self._estimated += 1
             try:
@@ -193,7 +206,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         if ops is None:
             return 0
         completed = 0
-        kept: list[Op] = []
+        kept: dict[Op, None] = {}
         errors: list[BaseException] = []
         self._depth += 1
         try:
@@ -212,12 +225,12 @@ class DelayedOperationPurgatory(Generic[Op]):
                         operation=op,
                     )
                 if not op.is_done:
-                    kept.append(op)
+                    kept[op] = None
             self._watched -= len(ops) - len(kept)
             if kept:
                 fresh = watchers.get(key)  # watched by callbacks meanwhile
-                if fresh is not None:
-                    kept.extend(fresh)
+                if fresh is not None:  # disjoint: an operation is watched once
+                    kept.update(fresh)
                 watchers[key] = kept
         finally:
             self._leave()
@@ -272,20 +285,23 @@ class DelayedOperationPurgatory(Generic[Op]):
         )
 
     def purge_completed(self) -> int:
-        """Remove completed operations and empty keys from every list; return how many.
+        """Remove completed (and cancelled) operations and empty keys from every list;
+        return how many entries left.
 
-        O(watched). Runs by itself when the estimate crosses ``purge_interval``.
+        O(operations done since the last purge x their keys), however many are
+        pending. Runs by itself when the estimate crosses ``purge_interval``.
         """
         removed = 0
         watchers = self._watchers
-        for key, ops in list(watchers.items()):
-            kept = [op for op in ops if not op.is_done]
-            if len(kept) != len(ops):
-                removed += len(ops) - len(kept)
-                if kept:
-                    watchers[key] = kept
-                else:
-                    del watchers[key]
+        done = self._done_watched
+        self._done_watched = []
+        for op in done:
+            for key in op._keys:
+                ops = watchers.get(key)
+                if ops is not None and ops.pop(op, 0) is None:
+                    removed += 1
+                    if not ops:
+                        del watchers[key]
         self._watched -= removed
         self._purged += removed
         self._purges += 1
@@ -340,6 +356,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             watchers = self._watchers
             self._watchers = {}
             self._watched = 0
+            self._done_watched = []
             for ops in watchers.values():
                 for op in ops:
                     self._cancel(op, error)
@@ -357,10 +374,12 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._cancelled += 1
         if was_scheduled:
             self._num_delayed -= 1
+        self._done_watched.append(op)
         return True
 
     def _operation_completed(self, op: DelayedOperation[Any], from_timer: bool) -> None:
         """Called by ``force_complete`` of a watched operation: counters and purge. O(1)."""
+        self._done_watched.append(op)  # type: ignore[arg-type]
         if from_timer:
             self._num_delayed -= 1
         if op._expiring:
@@ -388,11 +407,15 @@ class DelayedOperationPurgatory(Generic[Op]):
     def _check_invariants(self) -> None:
         """Check the counters against the lists. O(watched)."""
         total = 0
+        noted = set(map(id, self._done_watched))
         for key, ops in self._watchers.items():
             assert ops, f"empty watcher list kept for {key!r}"
             total += len(ops)
             for op in ops:
                 assert op._purgatory is self, f"{op!r} watched but not ours"
+                assert key in op._keys, f"{op!r} watched under a key it was not given"
+                if op.is_done:
+                    assert id(op) in noted, f"done {op!r} watched but not noted for purge"
         assert total == self._watched, f"watched {self._watched} but lists hold {total}"
         assert self._num_delayed >= 0
         if self.timer_enabled:
