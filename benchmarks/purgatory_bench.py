@@ -160,14 +160,15 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
             for _ in range(min(batch, requests - submitted)):
                 key = KEYS[rng.randrange(100)]
                 latency_ms = rng.lognormvariate(mu, sigma)
+                new: BenchOp | NaiveOp
                 if impl == "purgatory":
-                    op = BenchOp(TIMEOUT_MS)
-                    p.try_complete_else_watch(op, (key,))
+                    new = BenchOp(TIMEOUT_MS)
+                    p.try_complete_else_watch(new, (key,))
                 else:
-                    op = naive.watch(key, TIMEOUT_MS)
+                    new = naive.watch(key, TIMEOUT_MS)
                 if latency_ms < TIMEOUT_MS:
                     seq += 1
-                    heapq.heappush(completions, (now + latency_ms / 1000, seq, op))
+                    heapq.heappush(completions, (now + latency_ms / 1000, seq, new))
                 submitted += 1
             await asyncio.sleep(0)
         enqueue_s = time.perf_counter() - start_wall
@@ -183,6 +184,7 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
                     naive.complete(op)
         await asyncio.sleep((TIMEOUT_MS + 50) / 1000)
         cpu_s = time.process_time() - start_cpu
+        late: tuple[float, float, float]
         if impl == "purgatory":
             stats = p.statistics()
             late = (stats.lateness_p50_ms, stats.lateness_p99_ms, stats.lateness_max_ms)
@@ -228,7 +230,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    print(f"python {platform.python_version()} {platform.machine()}, uvloop {uvloop.__version__}")
+    print(f"python {platform.python_version()} {platform.machine()}, uvloop")
     print(
         f"{'impl':10} {'mix':5} {'pending':>8} {'enqueue/s':>10} {'CPU us/req':>10}"
         f" {'late p50/p99/max ms':>20} {'expired':>8} {'peak MiB':>9} {'B/pending':>9}"
