@@ -2,6 +2,17 @@
 replication with an ISR and a high watermark, DelayedProduce and DelayedFetch, and
 the traces of every delayed operation."""
 
+from ._broker import Broker, BrokerCounters
+from ._delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchPartitionData,
+    FetchPartitionStatus,
+    ProducePartitionResponse,
+    ProducePartitionStatus,
+    TraceRecorder,
+    TraceRow,
+)
 from ._log import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -18,7 +29,18 @@ from ._offset_index import (
     OffsetIndexError,
     OffsetPosition,
 )
+from ._replication import (
+    LEADER_ID,
+    AppendResult,
+    ErrorCode,
+    KafkaError,
+    LeaderPartition,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    ReplicaState,
+)
 from ._segment import LogSegment
+from ._trace_writer import TraceWriter
 from .records import (
     CorruptRecordError,
     DecodedRecord,
@@ -36,21 +58,40 @@ from .records import (
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",
     "DEFAULT_SEGMENT_BYTES",
+    "LEADER_ID",
+    "AppendResult",
+    "Broker",
+    "BrokerCounters",
     "CorruptIndexError",
     "CorruptRecordError",
     "DecodedRecord",
+    "DelayedFetch",
+    "DelayedProduce",
+    "ErrorCode",
+    "FetchPartitionData",
+    "FetchPartitionStatus",
     "IndexFullError",
     "InvalidOffsetError",
+    "KafkaError",
+    "LeaderPartition",
     "LogRecovery",
     "LogSegment",
+    "NotEnoughReplicasError",
+    "NotLeaderError",
     "OffsetIndex",
     "OffsetIndexError",
     "OffsetOutOfRangeError",
     "OffsetPosition",
     "PartitionLog",
+    "ProducePartitionResponse",
+    "ProducePartitionStatus",
     "Record",
     "RecordBatchHeader",
     "RecordBatchTooLargeError",
+    "ReplicaState",
+    "TraceRecorder",
+    "TraceRow",
+    "TraceWriter",
     "UnsupportedCompressionError",
     "build_batch",
     "crc32c",

@@ -1,0 +1,400 @@
+"""The broker core (Kafka's ReplicaManager): partitions, produce and fetch purgatories.
+
+:class:`Broker` leads a set of partitions (:class:`~._replication.LeaderPartition`)
+and answers produce and fetch requests. Both calls are synchronous and return a
+delayed operation, which is already completed when the answer needs no wait;
+``await op`` (or ``op.result()`` once done) gives the answer per partition.
+
+produce(entries, acks, timeout_ms):
+    appends each batch; failures before the wait (unknown partition, not leader,
+    NOT_ENOUGH_REPLICAS) answer at once. acks 0 and 1 answer after the append;
+    acks=-1 with a successful append becomes a :class:`~._delayed.DelayedProduce`
+    watched on its partitions in the produce purgatory.
+
+fetch(requests, min_bytes, max_wait_ms, replica_id):
+    a follower's fetch (``replica_id >= 0``) first records the follower's log end
+    offset. The fetch answers at once if ``min_bytes`` are readable, a partition
+    errors or ``max_wait_ms <= 0``; otherwise it becomes a
+    :class:`~._delayed.DelayedFetch` in the fetch purgatory.
+
+Which purgatory to check, and when (Kafka's rules):
+
+=================================  ===================  ======================
+event on a partition               produce purgatory    fetch purgatory
+=================================  ===================  ======================
+append, high watermark moved       check                check
+append, high watermark unchanged   -                    check (followers read
+                                                        to the log end)
+follower fetch moved the HW        check                check
+ISR shrink moved the HW            check                check
+leadership lost                    check                check
+=================================  ===================  ======================
+
+Both purgatories' timers share one clock (injectable; a
+:class:`~purgatory.testing.ManualClock` with ``reaper_enabled=False`` makes the
+broker deterministic). With a recorder, every operation that enters a
+purgatory yields one :class:`~._delayed.TraceRow`; operations still pending at
+``close`` are recorded as ``cancelled`` (error code REQUEST_TIMED_OUT per key).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+from .._clock import Clock, LoopClock
+from .._keys import TopicPartition
+from .._purgatory import DelayedOperationPurgatory
+from .._timer import SystemTimer
+from ._delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchPartitionData,
+    FetchPartitionStatus,
+    ProducePartitionStatus,
+    TraceRecorder,
+    TraceRow,
+)
+from ._log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
+from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
+from .records import BytesLike
+
+__all__ = ["Broker", "BrokerCounters"]
+
+
+class BrokerCounters:
+    """Running totals: requests, bytes in (appended) and out (returned by fetches)."""
+
+    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "produce_requests")
+
+    def __init__(self) -> None:
+        self.produce_requests = 0
+        self.fetch_requests = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"BrokerCounters(produce_requests={self.produce_requests}, "
+            f"fetch_requests={self.fetch_requests}, bytes_in={self.bytes_in}, "
+            f"bytes_out={self.bytes_out})"
+        )
+
+
+class Broker:
+    """Leads partitions under ``data_dir``; see module doc. Not thread-safe."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        clock: Clock | None = None,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        reaper_enabled: bool = True,
+        purge_interval: int = 1000,
+        recorder: TraceRecorder | None = None,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.clock: Clock = LoopClock() if clock is None else clock
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
+            DelayedOperationPurgatory(
+                "produce",
+                timer=SystemTimer(
+                    "produce", tick_ms=tick_ms, wheel_size=wheel_size, clock=self.clock
+                ),
+                purge_interval=purge_interval,
+                reaper_enabled=reaper_enabled,
+            )
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "fetch",
+            timer=SystemTimer("fetch", tick_ms=tick_ms, wheel_size=wheel_size, clock=self.clock),
+            purge_interval=purge_interval,
+            reaper_enabled=reaper_enabled,
+        )
+        self.recorder = recorder
+        self.segment_bytes = segment_bytes
+        self.counters = BrokerCounters()
+        self._origin_ms = self.clock.now_ms()  # trace times count from here
+        self._partitions: dict[TopicPartition, LeaderPartition] = {}
+        self._op_ids = itertools.count()
+        # invariant: the traced operations not yet completed, by op id
+        self._open_rows: dict[int, TraceRow] = {}
+        self._closed = False
+
+    # -- partitions ----------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """Milliseconds since the broker was made (the trace's clock). O(1)."""
+        return self.clock.now_ms() - self._origin_ms
+
+    def create_partition(
+        self,
+        tp: TopicPartition,
+        follower_ids: Iterable[int] = (),
+        *,
+        min_insync_replicas: int = 1,
+        replica_lag_time_max_ms: int = 30_000,
+    ) -> LeaderPartition:
+        """Open (or create) ``tp``'s log under ``data_dir`` and lead it. O(log recovery)."""
+        if tp in self._partitions:
+            raise ValueError(f"partition {tp} already exists")
+        log = PartitionLog(self.data_dir / str(tp), segment_bytes=self.segment_bytes)
+        partition = LeaderPartition(
+            tp,
+            log,
+            follower_ids,
+            min_insync_replicas=min_insync_replicas,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            now_ms=self.now_ms(),
+        )
+        self._partitions[tp] = partition
+        return partition
+
+    def partition(self, tp: TopicPartition) -> LeaderPartition | None:
+        """The partition led here, or None. O(1)."""
+        return self._partitions.get(tp)
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, LeaderPartition]:
+        return self._partitions
+
+    # -- produce -------------------------------------------------------------
+
+    def produce(
+        self, entries: Mapping[TopicPartition, BytesLike], *, acks: int = -1, timeout_ms: int
+    ) -> DelayedProduce:
+        """Append each batch and return the (maybe pending) answer; see module doc.
+
+        O(bytes appended + partitions) plus the purgatory checks.
+        """
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        if not entries:
+            raise ValueError("a produce needs at least one partition")
+        self.counters.produce_requests += 1
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, batch in entries.items():
+            partition = self._partitions.get(tp)
+            if partition is None:
+                statuses[tp] = _failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            try:
+                result = partition.append_as_leader(batch, required_acks=acks)
+            except KafkaError as exc:
+                statuses[tp] = _failed(exc.code)
+                continue
+            self.counters.bytes_in += result.size_bytes
+            statuses[tp] = ProducePartitionStatus(
+                required_offset=result.last_offset + 1,
+                base_offset=result.base_offset,
+                size_bytes=result.size_bytes,
+                acks_pending=acks == -1,
+                error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
+            )
+            if result.high_watermark_changed:
+                self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        op = DelayedProduce(timeout_ms, statuses, self._partitions.get)
+        pending = [tp for tp, s in statuses.items() if s.acks_pending]
+        if not pending:
+            op.force_complete()
+            return op
+        if self.recorder is not None:
+            row = self._new_row("produce", "produce", pending, timeout_ms)
+            row.bytes = sum(statuses[tp].size_bytes for tp in pending)
+            op.attach_trace(self, row, self.now_ms)
+        self.produce_purgatory.try_complete_else_watch(op, pending)
+        return op
+
+    # -- fetch ---------------------------------------------------------------
+
+    def fetch(
+        self,
+        requests: Mapping[TopicPartition, FetchPartitionStatus],
+        *,
+        min_bytes: int = 1,
+        max_wait_ms: int = 500,
+        replica_id: int = -1,
+    ) -> DelayedFetch:
+        """Fetch from each partition, waiting up to ``max_wait_ms`` for ``min_bytes``.
+
+        ``replica_id >= 0`` is a follower (reads to the log end and moves its
+        LEO); -1 a consumer (reads to the high watermark). O(partitions x log
+        lookups) plus the purgatory checks.
+        """
+        if not requests:
+            raise ValueError("a fetch needs at least one partition")
+        if min_bytes < 0:
+            raise ValueError(f"min_bytes must be >= 0, not {min_bytes}")
+        self.counters.fetch_requests += 1
+        statuses = dict(requests)
+        if replica_id >= 0:
+            now_ms = self.now_ms()
+            for tp, status in statuses.items():
+                partition = self._partitions.get(tp)
+                if partition is None or status.fetch_offset > partition.log_end_offset:
+                    continue  # answered by the read with its error
+                try:
+                    moved = partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms)
+                except NotLeaderError:
+                    continue
+                if moved:
+                    self._high_watermark_moved(tp)
+
+        def read() -> dict[TopicPartition, FetchPartitionData]:
+            return self._read(statuses, replica_id)
+
+        op = DelayedFetch(
+            max_wait_ms,
+            statuses,
+            self._partitions.get,
+            read,
+            min_bytes=min_bytes,
+            replica_id=replica_id,
+        )
+        accumulated = op.accumulated_bytes()
+        if max_wait_ms <= 0 or accumulated is None or accumulated >= min_bytes:
+            op.force_complete()
+            return op
+        if self.recorder is not None:
+            kind = "fetch_follower" if replica_id >= 0 else "fetch_consumer"
+            op.attach_trace(self, self._new_row("fetch", kind, statuses, max_wait_ms), self.now_ms)
+        self.fetch_purgatory.try_complete_else_watch(op, statuses)
+        return op
+
+    def _read(
+        self, statuses: Mapping[TopicPartition, FetchPartitionStatus], replica_id: int
+    ) -> dict[TopicPartition, FetchPartitionData]:
+        out: dict[TopicPartition, FetchPartitionData] = {}
+        total = 0
+        for tp, status in statuses.items():
+            partition = self._partitions.get(tp)
+            if partition is None:
+                out[tp] = FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b"")
+                continue
+            hw = partition.high_watermark
+            leo = partition.log_end_offset
+            if not partition.is_leader:
+                out[tp] = FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, leo, b"")
+                continue
+            max_offset = None if replica_id >= 0 else hw
+            try:
+                data = partition.log.read(status.fetch_offset, status.max_bytes, max_offset)
+            except OffsetOutOfRangeError:
+                out[tp] = FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, leo, b"")
+                continue
+            total += len(data)
+            out[tp] = FetchPartitionData(ErrorCode.NONE, hw, leo, data)
+        self.counters.bytes_out += total
+        return out
+
+    # -- replication events --------------------------------------------------
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def maybe_shrink_isr(self) -> list[tuple[TopicPartition, int]]:
+        """Drop lagging followers from every ISR; (partition, replica) pairs removed.
+
+        Kafka runs this every ``replica_lag_time_max_ms / 2``. O(partitions x replicas).
+        """
+        now_ms = self.now_ms()
+        removed: list[tuple[TopicPartition, int]] = []
+        for tp, partition in self._partitions.items():
+            gone, moved = partition.maybe_shrink_isr(now_ms)
+            removed.extend((tp, rid) for rid in gone)
+            if moved:
+                self._high_watermark_moved(tp)
+        return removed
+
+    def become_follower(self, tp: TopicPartition) -> None:
+        """Give up leadership of ``tp``: its waiting produces and fetches answer
+        NOT_LEADER_OR_FOLLOWER now. O(replicas) + the purgatory checks."""
+        self._require(tp).become_follower()
+        self._high_watermark_moved(tp)
+
+    def become_leader(self, tp: TopicPartition) -> int:
+        """Lead ``tp`` again with a new leader epoch (returned). O(replicas)."""
+        return self._require(tp).become_leader(self.now_ms())
+
+    def _require(self, tp: TopicPartition) -> LeaderPartition:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            raise KeyError(f"unknown partition {tp}")
+        return partition
+
+    # -- tracing -------------------------------------------------------------
+
+    def _new_row(
+        self, purgatory: str, kind: str, keys: Iterable[TopicPartition], timeout_ms: int
+    ) -> TraceRow:
+        now_ms = self.now_ms()
+        row = TraceRow(
+            op_id=next(self._op_ids),
+            purgatory=purgatory,
+            kind=kind,
+            keys=[str(tp) for tp in keys],
+            created_ms=now_ms,
+            deadline_ms=now_ms + timeout_ms,
+        )
+        self._open_rows[row.op_id] = row
+        return row
+
+    def record(self, row: TraceRow) -> None:
+        """The operations' recorder: forget the open row, pass it on. O(1)."""
+        del self._open_rows[row.op_id]
+        if self.recorder is not None:
+            self.recorder.record(row)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> Broker:
+        await self.produce_purgatory.__aenter__()
+        await self.fetch_purgatory.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Cancel pending operations (recorded as cancelled), close the logs. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        now_ms = self.now_ms()
+        for row in list(self._open_rows.values()):
+            row.completed_ms = now_ms
+            row.outcome = "cancelled"
+            row.error_codes = [int(ErrorCode.REQUEST_TIMED_OUT)] * len(row.keys)
+            self.record(row)
+        await self.produce_purgatory.close()
+        await self.fetch_purgatory.close()
+        for partition in self._partitions.values():
+            partition.log.close()
+
+    def _check_invariants(self) -> None:
+        """Check every partition and both purgatories. O(everything)."""
+        for partition in self._partitions.values():
+            partition._check_invariants()
+        self.produce_purgatory._check_invariants()
+        self.fetch_purgatory._check_invariants()
+
+    def __repr__(self) -> str:
+        return f"<Broker {self.data_dir} partitions={len(self._partitions)} {self.counters!r}>"
+
+
+def _failed(code: int) -> ProducePartitionStatus:
+    return ProducePartitionStatus(
+        required_offset=-1, base_offset=-1, size_bytes=0, acks_pending=False, error_code=code
+    )
