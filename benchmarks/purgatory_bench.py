@@ -149,14 +149,18 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
         start_wall = time.perf_counter()
         start_cpu = time.process_time()
         seq = 0
-        while submitted < requests:
-            now = loop.time()
+
+        def complete_due(now: float) -> None:
             while completions and completions[0][0] <= now:
                 _, _, op = heapq.heappop(completions)
                 if impl == "purgatory":
                     op.force_complete()
                 else:
                     naive.complete(op)
+
+        while submitted < requests:
+            now = loop.time()
+            complete_due(now)
             for _ in range(min(batch, requests - submitted)):
                 key = KEYS[rng.randrange(100)]
                 latency_ms = rng.lognormvariate(mu, sigma)
@@ -175,13 +179,7 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
         # drain: let the remaining completions and expirations happen
         while completions:
             await asyncio.sleep(0.001)
-            now = loop.time()
-            while completions and completions[0][0] <= now:
-                _, _, op = heapq.heappop(completions)
-                if impl == "purgatory":
-                    op.force_complete()
-                else:
-                    naive.complete(op)
+            complete_due(loop.time())
         await asyncio.sleep((TIMEOUT_MS + 50) / 1000)
         cpu_s = time.process_time() - start_cpu
         late: tuple[float, float, float]

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .._keys import TopicPartition
 from .._operation import DelayedOperation
 from ._log import OffsetOutOfRangeError
 from ._replication import ErrorCode, LeaderPartition
+
+T = TypeVar("T")
 
 __all__ = [
     "DelayedFetch",
@@ -93,29 +95,20 @@ class ProducePartitionResponse:
     base_offset: int
 
 
-class DelayedProduce(DelayedOperation[dict[TopicPartition, ProducePartitionResponse]]):
-    """Waits until every partition's high watermark reaches its required offset.
+class _TracedOperation(DelayedOperation[T]):
+    """A delayed operation that writes one trace row when it completes."""
 
-    ``try_complete`` is O(partitions); see module doc.
-    """
-
-    __slots__ = ("_lookup", "_now_ms", "_recorder", "statuses", "trace_row")
+    __slots__ = ("_now_ms", "_recorder", "trace_row")
 
     def __init__(
         self,
         delay_ms: int,
-        statuses: Mapping[TopicPartition, ProducePartitionStatus],
-        lookup: PartitionLookup,
         *,
-        now_ms: Callable[[], int] | None = None,
-        recorder: TraceRecorder | None = None,
-        trace_row: TraceRow | None = None,
+        now_ms: Callable[[], int] | None,
+        recorder: TraceRecorder | None,
+        trace_row: TraceRow | None,
     ) -> None:
         super().__init__(delay_ms)
-        if not statuses:
-            raise ValueError("a produce needs at least one partition")
-        self.statuses = dict(statuses)
-        self._lookup = lookup
         self._now_ms = now_ms
         self._recorder = recorder
         self.trace_row = trace_row
@@ -127,6 +120,51 @@ class DelayedProduce(DelayedOperation[dict[TopicPartition, ProducePartitionRespo
         self._recorder = recorder
         self.trace_row = row
         self._now_ms = now_ms
+
+    def _record_trace(self, error_codes: list[int], size_bytes: int | None = None) -> None:
+        """Fill in the row's completion and hand it to the recorder (in on_complete).
+
+        The recorder keeps the row, so ``on_expiration``, which runs right after
+        ``on_complete``, can still mark it expired.
+        """
+        row = self.trace_row
+        if row is None or self._recorder is None:
+            return
+        row.completed_ms = self._now_ms() if self._now_ms is not None else -1
+        row.outcome = "completed"
+        row.error_codes = error_codes
+        if size_bytes is not None:
+            row.bytes = size_bytes
+        self._recorder.record(row)
+
+    def on_expiration(self) -> None:
+        if self.trace_row is not None:
+            self.trace_row.outcome = "expired"
+
+
+class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionResponse]]):
+    """Waits until every partition's high watermark reaches its required offset.
+
+    ``try_complete`` is O(partitions); see module doc.
+    """
+
+    __slots__ = ("_lookup", "statuses")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: Mapping[TopicPartition, ProducePartitionStatus],
+        lookup: PartitionLookup,
+        *,
+        now_ms: Callable[[], int] | None = None,
+        recorder: TraceRecorder | None = None,
+        trace_row: TraceRow | None = None,
+    ) -> None:
+        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
+        if not statuses:
+            raise ValueError("a produce needs at least one partition")
+        self.statuses = dict(statuses)
+        self._lookup = lookup
 
     def try_complete(self) -> bool:
         for tp, status in self.statuses.items():
@@ -157,17 +195,8 @@ class DelayedProduce(DelayedOperation[dict[TopicPartition, ProducePartitionRespo
             )
             for tp, s in self.statuses.items()
         }
-        row = self.trace_row
-        if row is not None and self._recorder is not None:
-            row.completed_ms = self._now_ms() if self._now_ms is not None else -1
-            row.outcome = "completed"
-            row.error_codes = [int(s.error_code) for s in self.statuses.values()]
-            self._recorder.record(row)
+        self._record_trace([int(s.error_code) for s in self.statuses.values()])
         return response
-
-    def on_expiration(self) -> None:
-        if self.trace_row is not None:
-            self.trace_row.outcome = "expired"
 
 
 # -------------------------------------------------------------------- fetch
@@ -191,23 +220,14 @@ class FetchPartitionData:
     records: bytes
 
 
-class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionData]]):
+class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
     """Waits until ``min_bytes`` are readable over its partitions, or one errors.
 
     ``try_complete`` is O(partitions x log lookups); see module doc.
     ``read`` is called once, on completion, to build the answer.
     """
 
-    __slots__ = (
-        "_lookup",
-        "_now_ms",
-        "_read",
-        "_recorder",
-        "min_bytes",
-        "replica_id",
-        "statuses",
-        "trace_row",
-    )
+    __slots__ = ("_lookup", "_read", "min_bytes", "replica_id", "statuses")
 
     def __init__(
         self,
@@ -222,7 +242,7 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionData]]):
         recorder: TraceRecorder | None = None,
         trace_row: TraceRow | None = None,
     ) -> None:
-        super().__init__(delay_ms)
+        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
         if not statuses:
             raise ValueError("a fetch needs at least one partition")
         self.statuses = dict(statuses)
@@ -230,9 +250,6 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionData]]):
         self.replica_id = replica_id
         self._lookup = lookup
         self._read = read
-        self._now_ms = now_ms
-        self._recorder = recorder
-        self.trace_row = trace_row
 
     def accumulated_bytes(self) -> int | None:
         """Readable bytes over the partitions (each capped), or None if one errors."""
@@ -250,14 +267,6 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionData]]):
             total += min(readable, status.max_bytes)
         return total
 
-    def attach_trace(
-        self, recorder: TraceRecorder, row: TraceRow, now_ms: Callable[[], int]
-    ) -> None:
-        """Record ``row`` through ``recorder`` when this operation completes. O(1)."""
-        self._recorder = recorder
-        self.trace_row = row
-        self._now_ms = now_ms
-
     def try_complete(self) -> bool:
         accumulated = self.accumulated_bytes()
         if accumulated is None or accumulated >= self.min_bytes:
@@ -266,15 +275,8 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionData]]):
 
     def on_complete(self) -> dict[TopicPartition, FetchPartitionData]:
         response = self._read()
-        row = self.trace_row
-        if row is not None and self._recorder is not None:
-            row.completed_ms = self._now_ms() if self._now_ms is not None else -1
-            row.outcome = "completed"
-            row.error_codes = [int(d.error_code) for d in response.values()]
-            row.bytes = sum(len(d.records) for d in response.values())
-            self._recorder.record(row)
+        self._record_trace(
+            [int(d.error_code) for d in response.values()],
+            sum(len(d.records) for d in response.values()),
+        )
         return response
-
-    def on_expiration(self) -> None:
-        if self.trace_row is not None:
-            self.trace_row.outcome = "expired"
