@@ -7,6 +7,7 @@ under keys until they complete early or expire.
 
 from ._clock import Clock, LoopClock
 from ._errors import OperationCancelledError, PurgatoryClosedError
+from ._idle import IdleTracker
 from ._keys import TopicPartition
 from ._operation import DelayedOperation
 from ._purgatory import DelayedOperationPurgatory, PurgatoryStatistics
@@ -17,6 +18,7 @@ __all__ = [
     "Clock",
     "DelayedOperation",
     "DelayedOperationPurgatory",
+    "IdleTracker",
     "LoopClock",
     "OperationCancelledError",
     "PurgatoryClosedError",

@@ -1,0 +1,291 @@
+"""A TCP server that closes connections idle for longer than a timeout.
+
+Usage: python examples/idle_server.py [--host 127.0.0.1] [--port 8888]
+       [--timeout-ms 30000] [--tick-ms 10] [--report-s 5] [--run-for-s S] [--uvloop]
+
+Every received chunk touches its connection in an :class:`~purgatory._idle.IdleTracker`
+(one dictionary lookup and one clock read, no timer operation); a connection
+silent for ``--timeout-ms`` gets the line ``idle timeout, goodbye`` and is
+closed, within a timer tick of its deadline. Received bytes are discarded. The
+server prints how many connections it holds and has reaped every
+``--report-s`` seconds, and shuts down cleanly on SIGINT or SIGTERM (or after
+``--run-for-s``): it stops listening, sends every connection a
+``server shutting down`` line, closes them all (aborting any that do not drain
+within a grace period), and stops the timer's reaper.
+
+:class:`IdleServer` is the whole server logic, importable and usable on port 0::
+
+    async with IdleServer(timeout_ms=30_000) as server:
+        print(server.port, server.connections, server.reaped)
+
+Try it with ``nc 127.0.0.1 8888``: type a line now and then, then stop typing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from types import TracebackType
+from typing import cast
+
+from purgatory import IdleTracker, SystemTimer
+
+GOODBYE = b"idle timeout, goodbye\n"
+SHUTDOWN = b"server shutting down, goodbye\n"
+DEFAULT_TICK_MS = 10  # idle timeouts are seconds long: a 10 ms tick wakes the reaper less
+DEFAULT_BACKLOG = 4096  # bursts of thousands of connects; the kernel caps it at somaxconn
+DEFAULT_GRACE_S = 2.0  # how long a shutdown waits for connections to drain before aborting
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: every chunk received touches it; EOF closes it."""
+
+    __slots__ = ("_server", "_touch", "transport")
+
+    def __init__(self, server: IdleServer) -> None:
+        self._server = server
+        self._touch = server._touch  # the tracker's bound touch, shared by all connections
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+        self._server._connection_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._touch(self)
+
+    def eof_received(self) -> bool:
+        return False  # the client is done: close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server._connection_lost(self)
+
+
+class IdleServer:
+    """A TCP server on ``host:port`` (port 0: any free port) that reaps idle connections.
+
+    ``timer``: a :class:`~purgatory.SystemTimer` whose reaper the caller runs; by
+    default the server makes one (tick ``tick_ms``) and runs its reaper between
+    :meth:`start` and :meth:`close`. Counters: ``connections`` held now,
+    ``accepted`` and ``reaped`` (closed for idleness) since start, ``shut_down``
+    (closed by :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        timer: SystemTimer | None = None,
+        tick_ms: int = DEFAULT_TICK_MS,
+        backlog: int = DEFAULT_BACKLOG,
+    ) -> None:
+        if type(port) is not int or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int in 0..65535, not {port!r}")
+        self._owns_timer = timer is None
+        self._timer = SystemTimer("idle", tick_ms=tick_ms) if timer is None else timer
+        self._tracker: IdleTracker[_Connection] = IdleTracker(
+            timeout_ms, self._on_idle, timer=self._timer
+        )
+        self._touch = self._tracker.touch
+        self._host = host
+        self._port = port
+        self._backlog = backlog
+        self._server: asyncio.Server | None = None
+        # invariant: the connections whose connection_made ran and connection_lost has not
+        self._connections: set[_Connection] = set()
+        self._all_closed: asyncio.Event | None = None  # set when _connections empties
+        self._closing = False  # close() began: late arrivals are turned away
+        self.accepted = 0
+        self.reaped = 0
+        self.shut_down = 0
+
+    @property
+    def tracker(self) -> IdleTracker[_Connection]:
+        return self._tracker
+
+    @property
+    def timeout_ms(self) -> int:
+        return self._tracker.timeout_ms
+
+    @property
+    def connections(self) -> int:
+        """Connections held now. O(1)."""
+        return len(self._connections)
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the real one once started with port 0)."""
+        return self._port
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    async def start(self) -> None:
+        """Start the timer's reaper (if the server owns the timer) and listen."""
+        if self._server is not None:
+            raise RuntimeError("the server is already started")
+        loop = asyncio.get_running_loop()
+        if self._owns_timer:
+            await self._timer.__aenter__()
+        try:
+            self._server = await loop.create_server(
+                lambda: _Connection(self), self._host, self._port, backlog=self._backlog
+            )
+            self._port = int(self._server.sockets[0].getsockname()[1])
+        except BaseException:
+            if self._owns_timer:
+                await self._timer.__aexit__(None, None, None)
+            raise
+
+    async def close(self, *, grace_s: float = DEFAULT_GRACE_S) -> None:
+        """Stop listening, say goodbye to and close every connection, stop the reaper.
+
+        Connections that do not drain within ``grace_s`` are aborted. O(connections).
+        """
+        server = self._server
+        if server is None:
+            return
+        self._closing = True
+        server.close()
+        self._tracker.clear()
+        try:
+            if self._connections:
+                self._all_closed = asyncio.Event()
+                for conn in list(self._connections):
+                    transport = conn.transport
+                    assert transport is not None
+                    self.shut_down += 1
+                    transport.write(SHUTDOWN)
+                    transport.close()
+                try:
+                    await asyncio.wait_for(self._all_closed.wait(), grace_s)
+                except TimeoutError:
+                    for conn in list(self._connections):
+                        if conn.transport is not None:
+                            conn.transport.abort()
+                    await self._all_closed.wait()
+            await server.wait_closed()
+        finally:
+            self._all_closed = None
+            if self._owns_timer:
+                await self._timer.__aexit__(None, None, None)
+
+    def stats(self) -> str:
+        return (
+            f"connections {self.connections}  accepted {self.accepted}  "
+            f"reaped {self.reaped}  shut down {self.shut_down}"
+        )
+
+    async def __aenter__(self) -> IdleServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "listening" if self._server is not None else "stopped"
+        return f"<IdleServer {self._host}:{self.port} {state} {self.stats()}>"
+
+    # -- protocol callbacks ---------------------------------------------------
+
+    def _connection_made(self, conn: _Connection) -> None:
+        self._connections.add(conn)
+        self.accepted += 1
+        if self._closing:  # accepted just before close(): turn it away
+            assert conn.transport is not None
+            self.shut_down += 1
+            conn.transport.write(SHUTDOWN)
+            conn.transport.close()
+            return
+        self._touch(conn)
+
+    def _connection_lost(self, conn: _Connection) -> None:
+        self._tracker.forget(conn)
+        self._connections.discard(conn)
+        if not self._connections and self._all_closed is not None:
+            self._all_closed.set()
+
+    def _on_idle(self, conn: _Connection) -> None:
+        transport = conn.transport
+        if transport is None or transport.is_closing():
+            return
+        self.reaped += 1
+        transport.write(GOODBYE)
+        transport.close()  # flushes the goodbye, then closes
+
+
+async def serve(
+    host: str,
+    port: int,
+    timeout_ms: int,
+    *,
+    tick_ms: int = DEFAULT_TICK_MS,
+    report_s: float = 5.0,
+    run_for_s: float | None = None,
+) -> IdleServer:
+    """Run the server until SIGINT/SIGTERM or ``run_for_s``, printing statistics."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    deadline = None if run_for_s is None else loop.time() + run_for_s
+    try:
+        async with IdleServer(timeout_ms, host=host, port=port, tick_ms=tick_ms) as server:
+            print(f"listening on {server.host}:{server.port}, idle timeout {timeout_ms} ms",
+                  flush=True)
+            while not stop.is_set():
+                wait_s = report_s if deadline is None else min(report_s, deadline - loop.time())
+                if wait_s <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait_s)
+                print(server.stats(), flush=True)
+            print("shutting down", flush=True)
+        print(f"closed; {server.stats()}", flush=True)
+        return server
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8888, help="port (0: any free port)")
+    parser.add_argument("--timeout-ms", type=int, default=30_000, help="idle timeout")
+    parser.add_argument("--tick-ms", type=int, default=DEFAULT_TICK_MS, help="timer tick")
+    parser.add_argument("--report-s", type=float, default=5.0, help="statistics period")
+    parser.add_argument("--run-for-s", type=float, default=None, help="stop after this long")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    args = parser.parse_args(argv)
+    if args.timeout_ms <= 0:
+        parser.error("--timeout-ms must be positive")
+    if args.report_s <= 0:
+        parser.error("--report-s must be positive")
+    coro = serve(args.host, args.port, args.timeout_ms, tick_ms=args.tick_ms,
+                 report_s=args.report_s, run_for_s=args.run_for_s)
+    if args.uvloop:
+        import uvloop
+
+        print("event loop: uvloop", flush=True)
+        uvloop.run(coro)
+    else:
+        print("event loop: asyncio", flush=True)
+        asyncio.run(coro)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
