@@ -1,0 +1,228 @@
+"""The trace report on 10 million operations: Spark (local mode) against pandas/pyarrow.
+
+Usage::
+
+    python benchmarks/analytics_bench.py [--rows 10000000] [--trace DIR]
+                                         [--master local[2]] [--driver-memory 2g]
+
+1. Writes a SYNTHETIC trace of ``--rows`` operations (purgatory.analytics.synthetic)
+   to ``--trace`` (default: ``$TMPDIR/purgatory-bench-trace-<rows>``) unless a
+   complete one is already there (``_COMPLETE`` marker), so reruns skip it.
+2. In a child process: starts Spark, runs :func:`purgatory.analytics.build_report`
+   (every figure, Parquet tables, the HTML), and measures the report's wall
+   time, the driver's peak RSS (``ru_maxrss``) and the JVM's peak RSS
+   (``VmHWM`` of the java child, read from /proc just before stopping).
+3. In another child process: the same figures computed exactly on one machine
+   with pyarrow, numpy and pandas (:mod:`purgatory.analytics.exact`), written
+   as Parquet; measures wall time and peak RSS (``ru_maxrss``).
+4. Prints both, with rows per second, and checks that the per-kind counts agree.
+
+Each side runs in a fresh process so peak memory is its own. Bounded: about
+four minutes on a 2-core machine for 10 million rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROWS = 10_000_000
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ru_maxrss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # Linux reports KiB
+
+
+def _java_children() -> list[int]:
+    """PIDs of java processes whose parent is this process."""
+    found = []
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = stat[stat.rindex(")") + 2 :].split()[1]
+        if ppid == me and comm == "java":
+            found.append(int(entry.name))
+    return found
+
+
+def _vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ensure_trace(directory: Path, rows: int) -> float:
+    """Write the synthetic trace unless complete; return seconds spent (0 if reused)."""
+    from purgatory.analytics import write_synthetic_trace
+
+    marker = directory / "_COMPLETE"
+    if marker.exists() and marker.read_text().strip() == str(rows):
+        return 0.0
+    start = time.perf_counter()
+    for old in directory.glob("part-*.parquet"):
+        old.unlink()
+    write_synthetic_trace(directory, rows, seed=2024, rows_per_file=1_000_000)
+    marker.write_text(str(rows))
+    return time.perf_counter() - start
+
+
+def run_spark(
+    trace: Path, out: Path, master: str, driver_memory: str, cache: bool
+) -> dict[str, Any]:
+    from purgatory.analytics import build_report, build_session
+
+    start = time.perf_counter()
+    spark = build_session(master, driver_memory=driver_memory)
+    started = time.perf_counter() - start
+    result = build_report(spark, [trace], out, cache=cache)
+    by_kind: Any = spark.read.parquet(str(result.tables["by_kind"])).toPandas()
+    jvm = _java_children()
+    jvm_peak = max((_vm_hwm_mib(pid) for pid in jvm), default=float("nan"))
+    spark.stop()
+    return {
+        "session_start_s": started,
+        "report_s": result.elapsed_s,
+        "rows": result.rows.total,
+        "driver_python_peak_mib": _ru_maxrss_mib(),
+        "jvm_peak_mib": jvm_peak,
+        "children_peak_mib": _ru_maxrss_mib(resource.RUSAGE_CHILDREN),
+        "by_kind": by_kind[["purgatory", "kind", "operations", "expired", "latency_p99_ms"]]
+        .astype({"operations": int, "expired": int})
+        .to_dict("records"),
+    }
+
+
+def run_pandas(trace: Path, out: Path) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from purgatory.analytics import exact
+
+    start = time.perf_counter()
+    table = exact.load_trace([trace])
+    valid, check = exact.check_rows(table)
+    del table
+    figures = exact.figures(valid, window_ms=1_000)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in figures.items():
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), out / f"{name}.parquet")
+    elapsed = time.perf_counter() - start
+    by_kind = figures["by_kind"]
+    return {
+        "report_s": elapsed,
+        "rows": check.total,
+        "peak_mib": _ru_maxrss_mib(),
+        "by_kind": by_kind[["purgatory", "kind", "operations", "expired", "latency_p99_ms"]]
+        .astype({"operations": int, "expired": int})
+        .to_dict("records"),
+    }
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    process = subprocess.run(
+        [sys.executable, __file__, *args], check=True, stdout=subprocess.PIPE, text=True
+    )
+    result: dict[str, Any] = json.loads(process.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="operations in the trace")
+    parser.add_argument("--trace", type=Path, default=None, help="trace folder (reused)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--driver-memory", default="2g", help="Spark driver memory (default 2g)")
+    parser.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        help="re-read the trace for each figure instead of caching it in Spark",
+    )
+    parser.add_argument("--child", choices=["spark", "pandas"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    trace = args.trace or Path(tempfile.gettempdir()) / f"purgatory-bench-trace-{args.rows}"
+
+    if args.child == "spark":
+        result = run_spark(trace, args.out, args.master, args.driver_memory, args.cache)
+        print(json.dumps(result))
+        return
+    if args.child == "pandas":
+        print(json.dumps(run_pandas(trace, args.out)))
+        return
+
+    trace.mkdir(parents=True, exist_ok=True)
+    generated = ensure_trace(trace, args.rows)
+    size_mib = sum(f.stat().st_size for f in trace.glob("*.parquet")) / 2**20
+    print(
+        f"trace: {trace} ({args.rows:,} operations, {size_mib:.0f} MiB"
+        + (f", generated in {generated:.1f} s)" if generated else ", reused)"),
+        file=sys.stderr,
+    )
+    with tempfile.TemporaryDirectory(prefix="purgatory-bench-") as tmp:
+        spark_args = ["--child", "spark", "--trace", str(trace), "--out", f"{tmp}/spark"]
+        spark_args += ["--master", args.master, "--driver-memory", args.driver_memory]
+        spark_args += [] if args.cache else ["--no-cache"]
+        spark = _child(spark_args)
+        pandas = _child(["--child", "pandas", "--trace", str(trace), "--out", f"{tmp}/pandas"])
+
+    agree = all(
+        (s["purgatory"], s["kind"], s["operations"], s["expired"])
+        == (p["purgatory"], p["kind"], p["operations"], p["expired"])
+        for s, p in zip(spark["by_kind"], pandas["by_kind"], strict=True)
+    )
+    rows = spark["rows"]
+    print(f"machine: {os.cpu_count()} cores, {_cpu_model()}, Python {platform.python_version()}")
+    print(f"trace: {rows:,} operations, {size_mib:.0f} MiB of Parquet")
+    print()
+    print("| engine | wall s | rows/s | peak memory |")
+    print("|---|---:|---:|---|")
+    print(
+        f"| Spark {args.master}, driver memory {args.driver_memory} | {spark['report_s']:.1f} "
+        f"(+{spark['session_start_s']:.1f} start) | {rows / spark['report_s']:,.0f} | "
+        f"JVM {spark['jvm_peak_mib']:,.0f} MiB + driver Python "
+        f"{spark['driver_python_peak_mib']:,.0f} MiB |"
+    )
+    print(
+        f"| pandas + pyarrow, exact, 1 process | {pandas['report_s']:.1f} | "
+        f"{rows / pandas['report_s']:,.0f} | {pandas['peak_mib']:,.0f} MiB |"
+    )
+    print()
+    print(f"per-kind operations and expirations agree: {agree}")
+    for s, p in zip(spark["by_kind"], pandas["by_kind"], strict=True):
+        print(
+            f"  {s['purgatory']}/{s['kind']}: latency p99 Spark {s['latency_p99_ms']} ms, "
+            f"exact {p['latency_p99_ms']} ms"
+        )
+    if not agree:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

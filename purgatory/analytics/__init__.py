@@ -1,0 +1,41 @@
+"""The purgatory data pipeline on Apache Spark (the optional ``spark`` extra).
+
+Two jobs, both in local mode by default and unchanged on a cluster:
+
+* trace reports (:func:`build_report`): delayed-operation traces (Parquet, see
+  :mod:`purgatory.broker.trace`) into figures per purgatory, kind,
+  topic-partition and time window, written as Parquet and one HTML page;
+* sweeps (:func:`run_sweep`): a grid of timer configurations, one Spark task
+  each, ranked by CPU per operation and expiry lateness.
+
+The core package never imports this one; pyspark is imported only inside it,
+and only when a session or a job needs it. Command line:
+``python -m purgatory.analytics --help``.
+"""
+
+from ._session import Progress, build_session
+from ._trace import REASONS, RowCheck, TraceSchemaError, check_rows, read_trace
+from .report import ReportResult, build_report
+from .sweep import SweepResult, expand_grid, parse_assignments, run_sweep
+from .synthetic import SyntheticSpec, synthetic_trace, write_synthetic_trace
+from .workload import run_workload
+
+__all__ = [
+    "REASONS",
+    "Progress",
+    "ReportResult",
+    "RowCheck",
+    "SweepResult",
+    "SyntheticSpec",
+    "TraceSchemaError",
+    "build_report",
+    "build_session",
+    "check_rows",
+    "expand_grid",
+    "parse_assignments",
+    "read_trace",
+    "run_sweep",
+    "run_workload",
+    "synthetic_trace",
+    "write_synthetic_trace",
+]
