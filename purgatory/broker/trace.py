@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["OUTCOMES", "TRACE_COLUMNS", "trace_schema"]
+__all__ = ["OUTCOMES", "TRACE_COLUMNS", "column_names", "trace_schema"]
 
 #: (name, arrow type name) in file order; list types written as ``list<item>``.
 TRACE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -60,4 +60,5 @@ def trace_schema() -> Any:
 
 
 def column_names() -> Sequence[str]:
+    """The trace's column names, in file order."""
     return [name for name, _ in TRACE_COLUMNS]
