@@ -1,0 +1,49 @@
+"""A Kafka-wire example broker: unmodified Kafka clients produce and consume through the
+purgatory.
+
+    python -m examples.kafka_broker --port 9092 --partitions 3 --follower-lag-ms 20
+
+(from the repository root, with the ``kafka`` extra installed). Every acks=all
+produce waits in a DelayedProduce until the simulated followers replicate it
+(or answers REQUEST_TIMED_OUT when the request's timeout passes); every
+long-poll fetch waits in a DelayedFetch until the high watermark brings
+``min_bytes`` (or ``max_wait`` passes).
+
+Modules, one job each:
+
+* :mod:`._codec`: kafka-python's ``kafka.protocol`` classes, the supported
+  versions, frame helpers;
+* :mod:`._handlers`: the server logic, one synchronous handler per API over
+  :class:`purgatory.broker.Broker`;
+* :mod:`._idempotence`: producer ids and the dedupe of retried batches;
+* :mod:`._replicas`: simulated followers with lag, the ISR checker;
+* :mod:`._server`: the asyncio TCP server, replies in request order, bad
+  input closes one connection;
+* :mod:`._thread`: the broker on its own loop in a thread, for blocking clients.
+"""
+
+from ._codec import SUPPORTED_APIS, ApiSpec
+from ._config import DEFAULT_PORT, WireConfig
+from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler, WireError
+from ._idempotence import ProducerIdAllocator, ProducerStateTable
+from ._replicas import FollowerReplicas, HighWatermarkHook
+from ._server import KafkaWireBroker, WireStats
+from ._thread import BrokerThread
+
+__all__ = [
+    "DEFAULT_PORT",
+    "SUPPORTED_APIS",
+    "TOPIC_NAME",
+    "ApiSpec",
+    "BrokerThread",
+    "CloseConnection",
+    "FollowerReplicas",
+    "HighWatermarkHook",
+    "KafkaWireBroker",
+    "ProducerIdAllocator",
+    "ProducerStateTable",
+    "RequestHandler",
+    "WireConfig",
+    "WireError",
+    "WireStats",
+]

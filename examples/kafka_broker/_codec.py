@@ -1,0 +1,228 @@
+"""The wire codec: kafka-python's ``kafka.protocol`` classes, and the frame rules around them.
+
+A Kafka request on the wire is a frame: a 4-byte big-endian size, then the
+request header (api_key i16, api_version i16, correlation_id i32, client_id, and
+tagged fields in flexible versions), then the body. The broker reads the first
+8 bytes itself (:func:`peek_header`) to pick the request class and to answer
+even a request it cannot decode; everything else (headers included, flexible
+versions, compact strings, tagged fields) is kafka-python's code
+(:func:`decode_request`, :func:`encode_response`).
+
+What the broker supports is the table :data:`SUPPORTED_APIS`, which is also
+what ApiVersions advertises. The version ranges are capped where newer versions
+need something the broker does not have: Fetch v13+ and Produce v13+ name topics
+by id only, FindCoordinator v4+ batches keys, Metadata v13 adds nothing needed.
+
+kafka-python 3.0.12 is pinned (the ``kafka`` extra). Importing it on Python 3.11
+emits ``DeprecationWarning: read_text is deprecated`` (and ``open_text is
+deprecated``) from its schema loader; the import below ignores exactly those,
+so this module can be imported first under ``filterwarnings = error`` (every
+schema is loaded at import time, so no later import of ``kafka`` warns again).
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+with warnings.catch_warnings():
+    # read_text warns, and so does the open_text it calls
+    warnings.filterwarnings(
+        "ignore", message="(read|open)_text is deprecated", category=DeprecationWarning
+    )
+    from kafka.protocol.consumer import (
+        FetchRequest,
+        FetchResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+    )
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
+    from kafka.protocol.producer import (
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        ProduceRequest,
+        ProduceResponse,
+    )
+
+__all__ = [
+    "API_VERSIONS",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
+    "METADATA",
+    "PRODUCE",
+    "SUPPORTED_APIS",
+    "ApiSpec",
+    "ApiVersionsResponse",
+    "DecodedRequest",
+    "FetchResponse",
+    "FindCoordinatorResponse",
+    "InitProducerIdResponse",
+    "ListOffsetsResponse",
+    "MetadataResponse",
+    "ProduceResponse",
+    "RequestHeaderPeek",
+    "api_versions_response",
+    "decode_request",
+    "encode_response",
+    "peek_header",
+    "unsupported_api_versions_response",
+]
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+FIND_COORDINATOR = 10
+API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
+
+#: The size of the fixed part of every request header: api key, version, correlation id.
+HEADER_PEEK_BYTES = 8
+_PEEK = struct.Struct(">hhi")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One API the broker answers: its kafka-python classes and the versions served."""
+
+    api_key: int
+    name: str
+    request: Any  # a kafka.protocol ApiMessage class (untyped library)
+    response: Any
+    min_version: int
+    max_version: int
+
+
+#: api key -> what is served. ApiVersions answers with exactly these ranges.
+SUPPORTED_APIS: dict[int, ApiSpec] = {
+    spec.api_key: spec
+    for spec in (
+        ApiSpec(PRODUCE, "Produce", ProduceRequest, ProduceResponse, 3, 9),
+        ApiSpec(FETCH, "Fetch", FetchRequest, FetchResponse, 4, 12),
+        ApiSpec(LIST_OFFSETS, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+        ApiSpec(METADATA, "Metadata", MetadataRequest, MetadataResponse, 0, 12),
+        ApiSpec(
+            FIND_COORDINATOR,
+            "FindCoordinator",
+            FindCoordinatorRequest,
+            FindCoordinatorResponse,
+            0,
+            3,
+        ),
+        ApiSpec(API_VERSIONS, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+        ApiSpec(
+            INIT_PRODUCER_ID, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderPeek:
+    """The fixed first 8 bytes of a request header."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    """A decoded request: its header fields and kafka-python's body object."""
+
+    spec: ApiSpec
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek_header(frame: bytes) -> RequestHeaderPeek:
+    """Read api key, version and correlation id; ValueError if the frame is too short. O(1)."""
+    if len(frame) < HEADER_PEEK_BYTES:
+        raise ValueError(f"a {len(frame)}-byte frame cannot hold a request header")
+    api_key, api_version, correlation_id = _PEEK.unpack_from(frame)
+    return RequestHeaderPeek(api_key, api_version, correlation_id)
+
+
+def decode_request(spec: ApiSpec, peek: RequestHeaderPeek, frame: bytes) -> DecodedRequest:
+    """Decode header and body with kafka-python. O(len(frame)).
+
+    Raises ``ValueError`` for anything that does not decode (kafka-python raises
+    an assortment of exceptions on bad input, all are wrapped) and for a null
+    where the schema allows none.
+    """
+    try:
+        body = spec.request.decode(frame, version=peek.api_version, header=True)
+    except Exception as exc:  # the library raises struct.error, IndexError, ...
+        raise ValueError(
+            f"{spec.name} v{peek.api_version} does not decode: {type(exc).__name__}: {exc}"
+        ) from exc
+    _check_nulls(spec.request._struct, body, peek.api_version, spec.name)
+    client_id = getattr(body.header, "client_id", None)
+    return DecodedRequest(spec, peek.api_version, peek.correlation_id, client_id, body)
+
+
+def _check_nulls(struct: Any, value: Any, version: int, path: str) -> None:
+    """Refuse null where the schema does not allow it (kafka-python decodes a -1 length
+    as None for any string or array). O(fields in the request)."""
+    for field in struct.fields.values():
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        item = getattr(value, field.name)
+        if item is None:
+            if field.nullable_for_version_q(version) or field.type_str == "uuid":
+                # kafka-python decodes the all-zero uuid as None
+                continue
+            raise ValueError(f"{path}.{field.name} is null, which v{version} does not allow")
+        if field.is_struct_array():
+            for element in item:
+                _check_nulls(field, element, version, f"{path}.{field.name}[]")
+        elif field.is_struct():
+            _check_nulls(field, item, version, f"{path}.{field.name}")
+
+
+def encode_response(response: Any, correlation_id: int) -> bytes:
+    """Frame ``response`` (built with its version set) with a response header. O(size)."""
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def api_versions_response(version: int) -> Any:
+    """The ApiVersions answer listing :data:`SUPPORTED_APIS`. O(APIs)."""
+    return ApiVersionsResponse(
+        version=version,
+        error_code=0,
+        api_keys=_api_keys(),
+        throttle_time_ms=0,
+    )
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """UNSUPPORTED_VERSION (35) in a v0 body with a v0 header, listing what is supported.
+
+    Kafka's rule: a client that asked with a version the broker does not know
+    gets this, and retries with the highest version both sides support. O(APIs).
+    """
+    response = ApiVersionsResponse(version=0, error_code=35, api_keys=_api_keys())
+    return encode_response(response, correlation_id)
+
+
+def _api_keys() -> list[Any]:
+    return [
+        ApiVersionsResponse.ApiVersion(
+            api_key=s.api_key, min_version=s.min_version, max_version=s.max_version
+        )
+        for s in SUPPORTED_APIS.values()
+    ]

@@ -1,0 +1,56 @@
+"""The wire broker's settings, one frozen dataclass; the CLI exposes each field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_PORT", "WireConfig"]
+
+DEFAULT_PORT = 9092
+
+
+@dataclass(frozen=True, slots=True)
+class WireConfig:
+    """Every knob of :class:`~._server.KafkaWireBroker`.
+
+    ``port=0`` picks a free port (tests); ``data_dir=None`` uses a temporary
+    directory removed at close.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    data_dir: str | None = None
+    partitions: int = 1  # of each topic created on first use (Kafka's num.partitions)
+    followers: int = 2  # simulated followers of every partition (replica ids 1..n)
+    follower_lag_ms: int = 20  # each follower sleeps this long between fetches
+    follower_max_wait_ms: int = 500  # a follower's long poll
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 10_000
+    advertise_followers: bool = True  # list follower ids in Metadata replicas / ISR
+    max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+    max_pending_responses: int = 100  # per connection; reading pauses beyond it
+    cluster_id: str = "purgatory-wire-example"
+    tick_ms: int = 1
+    wheel_size: int = 20
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad option."""
+        checks: list[tuple[bool, str]] = [
+            (0 <= self.port <= 65535, "port must be in [0, 65535]"),
+            (1 <= self.partitions <= 10_000, "partitions must be in [1, 10000]"),
+            (0 <= self.followers <= 100, "followers must be in [0, 100]"),
+            (self.follower_lag_ms >= 0, "follower_lag_ms must be >= 0"),
+            (self.follower_max_wait_ms >= 0, "follower_max_wait_ms must be >= 0"),
+            (
+                1 <= self.min_insync_replicas <= self.followers + 1,
+                "min_insync_replicas must be in [1, followers + 1]",
+            ),
+            (self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms must be >= 1"),
+            (self.max_frame_bytes >= 64, "max_frame_bytes must be >= 64"),
+            (self.max_pending_responses >= 1, "max_pending_responses must be >= 1"),
+            (self.tick_ms >= 1, "tick_ms must be >= 1"),
+            (self.wheel_size >= 2, "wheel_size must be >= 2"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)

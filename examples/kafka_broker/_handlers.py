@@ -1,0 +1,598 @@
+"""The server logic: one synchronous handler per API, on top of :class:`purgatory.broker.Broker`.
+
+:meth:`RequestHandler.handle` takes one request frame and returns its reply:
+
+* ``bytes``: the framed response, ready now;
+* a :class:`Pending`: delayed operations to await, then a function that builds the
+  framed response from their outcomes (acks=-1 produce, long-poll fetch);
+* ``None``: no response (acks=0 produce);
+
+or raises :class:`CloseConnection` when Kafka would drop the connection: unknown
+API key, unsupported version (except ApiVersions), a request that does not
+decode, an acks=0 produce that failed. Handling is synchronous, so side effects
+(appends, producer-state updates, topic creation) happen in request order; the
+connection writes replies in the same order.
+
+Produce, per partition, before anything is appended:
+
+1. unknown topic: created (valid names only, see :data:`TOPIC_NAME`); partition
+   index out of range: UNKNOWN_TOPIC_OR_PARTITION;
+2. the records must be exactly one magic-2 batch with ``records_count ==
+   last_offset_delta + 1``, neither transactional nor control: else
+   INVALID_RECORD (87); a truncated batch or a CRC-32C mismatch: CORRUPT_MESSAGE (2);
+3. a batch with a producer id goes through :class:`~._idempotence.ProducerStateTable`:
+   a retried batch is answered with its original offsets (acks=-1: once the
+   high watermark covers them) and is not appended again.
+
+The rest go to :meth:`Broker.produce` in one call (acks=-1 becomes one
+DelayedProduce). Fetches go to :meth:`Broker.fetch` as a consumer
+(``replica_id=-1`` whatever the request says: followers here are simulated).
+The request-level ``max_bytes`` of a fetch is not enforced; each partition's
+``partition_max_bytes`` is (the first batch is always returned whole).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from purgatory import TopicPartition
+from purgatory.broker import (
+    Broker,
+    DelayedProduce,
+    ErrorCode,
+    FetchPartitionData,
+    FetchPartitionStatus,
+    ProducePartitionResponse,
+    ProducePartitionStatus,
+    RecordBatchHeader,
+    validate_batch,
+)
+from purgatory.broker.records import CorruptRecordError
+
+from . import _codec as codec
+from ._config import WireConfig
+from ._idempotence import (
+    BatchMetadata,
+    ProducerIdAllocator,
+    ProducerStateTable,
+    last_sequence,
+)
+from ._replicas import FollowerReplicas
+
+__all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler", "WireError"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Kafka's legal topic names (also safe as directory names: "." and ".." are refused).
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class WireError:
+    """Error codes the wire layer adds to :class:`purgatory.broker.ErrorCode`."""
+
+    CORRUPT_MESSAGE = 2
+    COORDINATOR_NOT_AVAILABLE = 15
+    INVALID_TOPIC_EXCEPTION = 17
+    INVALID_REQUIRED_ACKS = 21
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    INVALID_RECORD = 87
+
+
+class CloseConnection(Exception):
+    """The connection must be closed (Kafka's answer to input it cannot answer)."""
+
+
+@dataclass(slots=True)
+class Pending(Generic[T]):
+    """A reply that waits: await ``waits`` in order, then ``finish`` builds the frame."""
+
+    waits: Sequence[Awaitable[T]]
+    finish: Callable[[list[T]], bytes]
+
+    async def wait(self) -> bytes:
+        return self.finish([await w for w in self.waits])
+
+
+Reply = bytes | Pending[Any] | None
+
+_RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
+_HEADER_MAGIC_AT = 16
+
+
+class RequestHandler:
+    """Topics, producer state and the per-API handlers; see module doc. Not thread-safe."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        replicas: FollowerReplicas,
+        config: WireConfig,
+        advertised: Callable[[], tuple[str, int]],
+    ) -> None:
+        self.broker = broker
+        self.replicas = replicas
+        self.config = config
+        self._advertised = advertised
+        self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
+        self.producer_ids = ProducerIdAllocator()
+        self.producer_states = ProducerStateTable()
+        self.requests_by_api: dict[str, int] = {}
+        self._handlers: dict[int, Callable[[codec.DecodedRequest], Reply]] = {
+            codec.PRODUCE: self._produce,
+            codec.FETCH: self._fetch,
+            codec.LIST_OFFSETS: self._list_offsets,
+            codec.METADATA: self._metadata,
+            codec.FIND_COORDINATOR: self._find_coordinator,
+            codec.API_VERSIONS: self._api_versions,
+            codec.INIT_PRODUCER_ID: self._init_producer_id,
+        }
+
+    # -- dispatch --------------------------------------------------------------
+
+    def handle(self, frame: bytes) -> Reply:
+        """Decode one request frame (without its size prefix) and answer it; see module doc."""
+        try:
+            peek = codec.peek_header(frame)
+        except ValueError as exc:
+            raise CloseConnection(str(exc)) from None
+        spec = codec.SUPPORTED_APIS.get(peek.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown API key {peek.api_key}")
+        if not spec.min_version <= peek.api_version <= spec.max_version:
+            if peek.api_key == codec.API_VERSIONS:
+                self._count("ApiVersions (unsupported version)")
+                return codec.unsupported_api_versions_response(peek.correlation_id)
+            raise CloseConnection(
+                f"{spec.name} v{peek.api_version} is not supported "
+                f"(v{spec.min_version}-v{spec.max_version})"
+            )
+        try:
+            request = codec.decode_request(spec, peek, frame)
+        except ValueError as exc:
+            raise CloseConnection(str(exc)) from None
+        self._count(spec.name)
+        return self._handlers[peek.api_key](request)
+
+    def _count(self, name: str) -> None:
+        self.requests_by_api[name] = self.requests_by_api.get(name, 0) + 1
+
+    # -- topics ----------------------------------------------------------------
+
+    def topic(self, name: str) -> tuple[int, uuid.UUID] | None:
+        """(partition count, topic id), creating the topic on first use; None if the name
+        is not a legal topic name. O(partitions) on creation, O(1) after."""
+        known = self._topics.get(name)
+        if known is not None:
+            return known
+        if TOPIC_NAME.fullmatch(name) is None or name in (".", ".."):
+            return None
+        cfg = self.config
+        followers = range(1, cfg.followers + 1)
+        for p in range(cfg.partitions):
+            tp = TopicPartition(name, p)
+            if self.broker.partition(tp) is None:
+                self.broker.create_partition(
+                    tp,
+                    followers,
+                    min_insync_replicas=cfg.min_insync_replicas,
+                    replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+                )
+                self.replicas.add_partition(tp)
+        entry = (cfg.partitions, uuid.uuid4())
+        self._topics[name] = entry
+        log.info("created topic %s with %d partitions", name, cfg.partitions)
+        return entry
+
+    @property
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count. O(topics)."""
+        return {name: count for name, (count, _) in self._topics.items()}
+
+    # -- ApiVersions, Metadata, FindCoordinator, InitProducerId -------------------
+
+    def _api_versions(self, req: codec.DecodedRequest) -> Reply:
+        return codec.encode_response(
+            codec.api_versions_response(req.api_version), req.correlation_id
+        )
+
+    def _metadata(self, req: codec.DecodedRequest) -> Reply:
+        body, version = req.body, req.api_version
+        host, port = self._advertised()
+        mr = codec.MetadataResponse
+        if body.topics is None or (version == 0 and not body.topics):
+            names: list[str | None] = list(self._topics)
+        else:
+            names = [t.name for t in body.topics]
+        replicas = [0, *range(1, self.config.followers + 1)]
+        topics = []
+        for name in names:
+            entry = None if name is None else self.topic(name)
+            if name is None or entry is None:
+                code = (
+                    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if name is None
+                    else WireError.INVALID_TOPIC_EXCEPTION
+                )
+                topics.append(
+                    mr.MetadataResponseTopic(
+                        error_code=code,
+                        name=name,
+                        topic_id=None,
+                        is_internal=False,
+                        partitions=[],
+                    )
+                )
+                continue
+            count, topic_id = entry
+            partitions = []
+            for p in range(count):
+                partition = self.broker.partition(TopicPartition(name, p))
+                assert partition is not None
+                if self.config.advertise_followers:
+                    nodes = replicas
+                    isr = sorted(partition.isr)
+                else:
+                    nodes = isr = [0]
+                partitions.append(
+                    mr.MetadataResponseTopic.MetadataResponsePartition(
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=0,
+                        leader_epoch=partition.leader_epoch,
+                        replica_nodes=nodes,
+                        isr_nodes=isr,
+                        offline_replicas=[],
+                    )
+                )
+            topics.append(
+                mr.MetadataResponseTopic(
+                    error_code=0,
+                    name=name,
+                    topic_id=topic_id,
+                    is_internal=False,
+                    partitions=partitions,
+                )
+            )
+        response = mr(
+            version=version,
+            throttle_time_ms=0,
+            brokers=[mr.MetadataResponseBroker(node_id=0, host=host, port=port, rack=None)],
+            cluster_id=self.config.cluster_id,
+            controller_id=0,
+            topics=topics,
+        )
+        return codec.encode_response(response, req.correlation_id)
+
+    def _find_coordinator(self, req: codec.DecodedRequest) -> Reply:
+        response = codec.FindCoordinatorResponse(
+            version=req.api_version,
+            throttle_time_ms=0,
+            error_code=WireError.COORDINATOR_NOT_AVAILABLE,
+            error_message="this example broker has no group or transaction coordinator",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+        return codec.encode_response(response, req.correlation_id)
+
+    def _init_producer_id(self, req: codec.DecodedRequest) -> Reply:
+        body = req.body
+        if body.transactional_id is not None:
+            # transactions need a transaction coordinator, which this broker does not have
+            error, pid, epoch = WireError.COORDINATOR_NOT_AVAILABLE, -1, -1
+        else:
+            error = 0
+            pid, epoch = self.producer_ids.init_producer_id(body.producer_id, body.producer_epoch)
+        response = codec.InitProducerIdResponse(
+            version=req.api_version,
+            throttle_time_ms=0,
+            error_code=error,
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+        return codec.encode_response(response, req.correlation_id)
+
+    # -- ListOffsets -------------------------------------------------------------
+
+    def _list_offsets(self, req: codec.DecodedRequest) -> Reply:
+        lr = codec.ListOffsetsResponse
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                partition = self.broker.partition(TopicPartition(t.name, p.partition_index))
+                error, offset, epoch = 0, -1, -1
+                if partition is None:
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.timestamp == -2:  # earliest
+                    offset, epoch = partition.log.log_start_offset, partition.leader_epoch
+                elif p.timestamp == -1:  # latest: the high watermark (= LSO, no transactions)
+                    offset, epoch = partition.high_watermark, partition.leader_epoch
+                else:  # lookups by time are not implemented
+                    error = WireError.INVALID_REQUEST
+                parts.append(
+                    lr.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=int(error),
+                        timestamp=-1,
+                        offset=offset,
+                        leader_epoch=epoch,
+                    )
+                )
+            topics.append(lr.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        response = lr(version=req.api_version, throttle_time_ms=0, topics=topics)
+        return codec.encode_response(response, req.correlation_id)
+
+    # -- Produce -----------------------------------------------------------------
+
+    def _produce(self, req: codec.DecodedRequest) -> Reply:
+        body = req.body
+        acks = body.acks
+        order: list[tuple[str, list[int]]] = []
+        answered: dict[TopicPartition, ProducePartitionResponse] = {}  # known before any wait
+        entries: dict[TopicPartition, bytes] = {}
+        headers: dict[TopicPartition, RecordBatchHeader] = {}
+        duplicates: list[DelayedProduce] = []
+        for topic in body.topic_data:
+            name = topic.name
+            indexes = [pd.index for pd in topic.partition_data]
+            order.append((name, indexes))
+            entry = self.topic(name) if isinstance(name, str) else None
+            for pd in topic.partition_data:
+                tp = TopicPartition(name, pd.index)
+                if tp in answered or tp in entries:
+                    answered[tp] = _produce_error(WireError.INVALID_REQUEST)
+                    entries.pop(tp, None)
+                    continue
+                if acks not in (-1, 0, 1):
+                    answered[tp] = _produce_error(WireError.INVALID_REQUIRED_ACKS)
+                    continue
+                if entry is None:
+                    answered[tp] = _produce_error(WireError.INVALID_TOPIC_EXCEPTION)
+                    continue
+                if not 0 <= pd.index < entry[0]:
+                    answered[tp] = _produce_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                checked = check_produce_batch(pd.records)
+                if isinstance(checked, int):
+                    answered[tp] = _produce_error(checked)
+                    continue
+                if checked.producer_id >= 0:
+                    verdict = self.producer_states.check(
+                        tp,
+                        checked.producer_id,
+                        checked.producer_epoch,
+                        checked.base_sequence,
+                        last_sequence(checked.base_sequence, checked.last_offset_delta),
+                    )
+                    if isinstance(verdict, int):
+                        answered[tp] = _produce_error(verdict)
+                        continue
+                    if verdict is not None:
+                        dup = self._duplicate(tp, verdict, acks, body.timeout_ms)
+                        if dup.is_done:
+                            answered[tp] = dup.result()[tp]
+                        else:
+                            duplicates.append(dup)
+                        continue
+                entries[tp] = pd.records
+                headers[tp] = checked
+        op: DelayedProduce | None = None
+        if entries:
+            before = {tp: self._high_watermark(tp) for tp in entries}
+            op = self.broker.produce(entries, acks=acks, timeout_ms=max(0, body.timeout_ms))
+            for tp, hw in before.items():
+                self.replicas.notify_if_moved(tp, hw)
+            self._record_appends(op.statuses, headers)
+        if acks == 0:
+            failed = [tp for tp, r in answered.items() if r.error_code != 0]
+            if op is not None:
+                failed += [tp for tp, s in op.statuses.items() if s.error_code != 0]
+            if failed:  # Kafka's way of telling an acks=0 producer: drop the connection
+                raise CloseConnection(f"acks=0 produce failed for {sorted(map(str, failed))}")
+            return None
+        waits = [w for w in (op, *duplicates) if w is not None]
+        version, cid = req.api_version, req.correlation_id
+
+        def finish(outcomes: list[dict[TopicPartition, ProducePartitionResponse]]) -> bytes:
+            merged = dict(answered)
+            for outcome in outcomes:
+                merged.update(outcome)
+            return self._produce_response(version, cid, order, merged)
+
+        if all(w.is_done for w in waits):
+            return finish([w.result() for w in waits])
+        return Pending(waits, finish)
+
+    def _high_watermark(self, tp: TopicPartition) -> int:
+        partition = self.broker.partition(tp)
+        return -1 if partition is None else partition.high_watermark
+
+    def _duplicate(
+        self, tp: TopicPartition, batch: BatchMetadata, acks: int, timeout_ms: int
+    ) -> DelayedProduce:
+        """The answer to a retried batch: its original offsets, once replicated if acks=-1."""
+        status = ProducePartitionStatus(
+            required_offset=batch.last_offset + 1,
+            base_offset=batch.base_offset,
+            size_bytes=0,
+            acks_pending=acks == -1,
+            error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
+        )
+        op = DelayedProduce(max(0, timeout_ms), {tp: status}, self.broker.partition)
+        if acks == -1:
+            self.broker.produce_purgatory.try_complete_else_watch(op, [tp])
+        else:
+            op.force_complete()
+        return op
+
+    def _record_appends(
+        self,
+        statuses: dict[TopicPartition, ProducePartitionStatus],
+        headers: dict[TopicPartition, RecordBatchHeader],
+    ) -> None:
+        for tp, status in statuses.items():
+            header = headers[tp]
+            if header.producer_id < 0 or status.base_offset < 0:
+                continue  # not idempotent, or not appended
+            self.producer_states.record(
+                tp,
+                header.producer_id,
+                header.producer_epoch,
+                BatchMetadata(
+                    first_sequence=header.base_sequence,
+                    last_sequence=last_sequence(header.base_sequence, header.last_offset_delta),
+                    base_offset=status.base_offset,
+                    last_offset=status.required_offset - 1,
+                ),
+            )
+
+    def _produce_response(
+        self,
+        version: int,
+        correlation_id: int,
+        order: list[tuple[str, list[int]]],
+        results: dict[TopicPartition, ProducePartitionResponse],
+    ) -> bytes:
+        pr = codec.ProduceResponse
+        topics = []
+        for name, indexes in order:
+            parts = []
+            for index in indexes:
+                result = results[TopicPartition(name, index)]
+                partition = self.broker.partition(TopicPartition(name, index))
+                parts.append(
+                    pr.TopicProduceResponse.PartitionProduceResponse(
+                        index=index,
+                        error_code=result.error_code,
+                        base_offset=result.base_offset,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1
+                        if partition is None
+                        else partition.log.log_start_offset,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                )
+            topics.append(pr.TopicProduceResponse(name=name, partition_responses=parts))
+        response = pr(version=version, responses=topics, throttle_time_ms=0)
+        return codec.encode_response(response, correlation_id)
+
+    # -- Fetch -------------------------------------------------------------------
+
+    def _fetch(self, req: codec.DecodedRequest) -> Reply:
+        body = req.body
+        order: list[tuple[str, list[int]]] = []
+        requests: dict[TopicPartition, FetchPartitionStatus] = {}
+        for topic in body.topics:
+            indexes = []
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                if tp in requests:
+                    continue
+                indexes.append(p.partition)
+                requests[tp] = FetchPartitionStatus(
+                    max(0, p.fetch_offset), max(0, p.partition_max_bytes)
+                )
+            order.append((topic.topic, indexes))
+        version, cid = req.api_version, req.correlation_id
+        read_committed = body.isolation_level == 1
+
+        def finish(outcomes: list[dict[TopicPartition, FetchPartitionData]]) -> bytes:
+            return self._fetch_response(version, cid, order, outcomes[0], read_committed)
+
+        max_wait_ms = max(0, body.max_wait_ms)
+        if not requests:  # nothing to fetch: wait max_wait, answer empty (as Kafka does)
+            return Pending([_sleep_then({}, max_wait_ms)], finish)
+        op = self.broker.fetch(
+            requests, min_bytes=max(0, body.min_bytes), max_wait_ms=max_wait_ms, replica_id=-1
+        )
+        if op.is_done:
+            return finish([op.result()])
+        return Pending([op], finish)
+
+    def _fetch_response(
+        self,
+        version: int,
+        correlation_id: int,
+        order: list[tuple[str, list[int]]],
+        data: dict[TopicPartition, FetchPartitionData],
+        read_committed: bool,
+    ) -> bytes:
+        fr = codec.FetchResponse
+        topics = []
+        for name, indexes in order:
+            parts = []
+            for index in indexes:
+                tp = TopicPartition(name, index)
+                d = data[tp]
+                partition = self.broker.partition(tp)
+                log_start = -1 if partition is None else partition.log.log_start_offset
+                parts.append(
+                    fr.FetchableTopicResponse.PartitionData(
+                        partition_index=index,
+                        error_code=d.error_code,
+                        high_watermark=d.high_watermark,
+                        last_stable_offset=d.high_watermark,  # no transactions: LSO = HW
+                        log_start_offset=log_start,
+                        aborted_transactions=[] if read_committed else None,
+                        preferred_read_replica=-1,
+                        records=d.records,
+                    )
+                )
+            topics.append(fr.FetchableTopicResponse(topic=name, partitions=parts))
+        response = fr(
+            version=version, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
+        )
+        return codec.encode_response(response, correlation_id)
+
+
+def check_produce_batch(records: bytes | None) -> RecordBatchHeader | int:  # noqa: PLR0911
+    """The batch's header if ``records`` is exactly one valid magic-2 batch, else the
+    error code: INVALID_RECORD (87) or CORRUPT_MESSAGE (2). O(len(records)) (the CRC)."""
+    if records is None or len(records) < _HEADER_MAGIC_AT + 1:
+        return WireError.INVALID_RECORD if not records else WireError.CORRUPT_MESSAGE
+    if records[_HEADER_MAGIC_AT] != 2:
+        return WireError.INVALID_RECORD
+    try:
+        header = RecordBatchHeader.parse(records)
+    except CorruptRecordError:
+        return WireError.CORRUPT_MESSAGE
+    if header.size_bytes < len(records):  # more than one batch (or trailing bytes)
+        return WireError.INVALID_RECORD
+    try:
+        validate_batch(records, check_crc=True)
+    except CorruptRecordError:
+        return WireError.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
+    if (
+        header.records_count != header.last_offset_delta + 1
+        or header.attributes & _RECORD_BITS_TRANSACTIONAL_OR_CONTROL
+    ):
+        return WireError.INVALID_RECORD
+    return header
+
+
+def _produce_error(code: int) -> ProducePartitionResponse:
+    return ProducePartitionResponse(int(code), -1)
+
+
+def _sleep_then(value: T, delay_ms: int) -> asyncio.Future[T]:
+    """A future resolved with ``value`` after ``delay_ms`` (no coroutine to leak). O(1)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def resolve() -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    loop.call_later(delay_ms / 1000, resolve)
+    return fut
