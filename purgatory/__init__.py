@@ -1,4 +1,4 @@
-"""purgatory: Kafka's delayed-operation purgatory for asyncio.
+"""purgatory: Kafka's delayed-operation purgatory for asyncio (and trio, through anyio).
 
 A hierarchical timing wheel (:class:`SystemTimer`) with a reaper coroutine, and
 the purgatory (:class:`DelayedOperationPurgatory`) that holds delayed operations

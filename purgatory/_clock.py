@@ -12,17 +12,27 @@ that make a loop travel in time move the timer too. With no running loop (a
 synchronous ``poll()`` from a plain function, say), it falls back to
 ``time.monotonic()``, which is what asyncio's and uvloop's loops count in too.
 
+Inside ``trio.run`` (anyio on trio included) there is no asyncio loop; the clock
+then reads ``trio.current_time()``, the run's own clock, so the reaper's cancel
+scope deadlines and the timer agree, and a ``trio.testing.MockClock`` (autojump or
+not) moves the timer in virtual time. Trio's clocks do not count from
+``time.monotonic()`` (the default adds a random offset of hours; a ``MockClock``
+starts at 0), which is why an *empty* timer re-bases its wheel on the clock when
+its reaper starts (``async with timer``): a timer made outside the run starts at
+the run's time. A timer holding tasks must stay on one library.
+
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """
 
 from __future__ import annotations
 
+import sys
 from asyncio import BaseEventLoop
 from collections.abc import Callable
 from time import monotonic
 from typing import Protocol, runtime_checkable
 
-from ._loop import running_loop
+from ._loop import in_trio_run, running_loop
 
 
 @runtime_checkable
@@ -32,10 +42,17 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
+def _time_without_loop() -> float:
+    """Seconds on trio's clock inside ``trio.run``, else ``time.monotonic()``."""
+    if in_trio_run():
+        return sys.modules["trio"].current_time()  # type: ignore[no-any-return]
+    return monotonic()
+
+
 def _time_of(loop: object | None) -> Callable[[], float]:
     """The cheapest callable that reads ``loop``'s clock in seconds."""
     if loop is None:
-        return monotonic
+        return _time_without_loop
     time = loop.time  # type: ignore[attr-defined]
     if getattr(time, "__func__", None) is BaseEventLoop.time:
         return monotonic  # asyncio's BaseEventLoop.time() is monotonic(), not overridden
@@ -43,19 +60,22 @@ def _time_of(loop: object | None) -> Callable[[], float]:
 
 
 class LoopClock:
-    """The running event loop's clock in whole milliseconds; ``time.monotonic()`` without one.
+    """The running event loop's clock in whole milliseconds: asyncio's ``loop.time()``,
+    ``trio.current_time()`` inside ``trio.run``, ``time.monotonic()`` with neither.
 
     ``now_ms`` is O(1): one C call to find the running loop, one to read its time.
     The loop's bound ``time`` method is cached while the same loop keeps running;
     when it is asyncio's own ``BaseEventLoop.time`` (which returns
     ``time.monotonic()``), ``time.monotonic`` is called directly, a third cheaper.
+    Without an asyncio loop, a check for a trio run comes first (a dict lookup and
+    an attribute test): the asyncio path never pays for it.
     """
 
     __slots__ = ("_loop", "_time")
 
     def __init__(self) -> None:
         self._loop: object | None = None
-        self._time: Callable[[], float] = monotonic
+        self._time: Callable[[], float] = _time_without_loop
 
     def now_ms(self) -> int:
         loop = running_loop()

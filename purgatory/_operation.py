@@ -21,10 +21,17 @@ any callback, so a second caller (a re-entrant ``try_complete``, the timer, a
 completer on another key) sees it completed and returns False. The winner cancels
 the timer task, then runs ``on_complete()``.
 
-Awaiting is lazy: an operation nobody awaits never creates a future. Each
-``await op`` makes its own future, so cancelling one awaiting task cancels only
-that wait: the operation, its watchers and its timer task are untouched, and
-other awaiters still get the outcome.
+Awaiting is lazy: an operation nobody awaits never creates a waiter. Each
+``await op`` makes its own waiter (on asyncio and uvloop an ``asyncio.Future``; on
+trio a :class:`~purgatory._trio.TrioWaiter` that reschedules the task), so
+cancelling one awaiting task cancels only that wait: the operation, its watchers
+and its timer task are untouched, and other awaiters still get the outcome. Per
+backend: on asyncio, ``task.cancel()`` (or ``asyncio.timeout``, or an anyio cancel
+scope) raises ``CancelledError`` in the awaiter and its future leaves the
+operation; on trio, a cancelled scope raises ``trio.Cancelled`` in the awaiter and
+the abort callback of ``wait_task_rescheduled`` removes its waiter. Either way, an
+operation cancelled by the purgatory (``cancel_for_key``, or ``close``: then
+:class:`~purgatory.PurgatoryClosedError`) fails every awaiter with that error.
 
 Exceptions: an exception raised by ``on_complete()`` propagates to whoever called
 ``force_complete()``; the operation is COMPLETED all the same, and its awaiters
@@ -37,10 +44,10 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Generator, Hashable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ._errors import OperationCancelledError
-from ._loop import running_loop
+from ._loop import in_trio_run, running_loop
 from ._timer_list import TimerTask
 
 if TYPE_CHECKING:
@@ -51,6 +58,17 @@ if TYPE_CHECKING:
 __all__ = ["DelayedOperation"]
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Waiter(Protocol[T_contra]):
+    """One awaiter of an operation: an ``asyncio.Future`` or a ``TrioWaiter``."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: T_contra, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
 
 _PENDING = 0
 _COMPLETED = 1  # on_complete ran (or raised)
@@ -63,7 +81,7 @@ class DelayedOperation(TimerTask, Generic[T]):
     """An operation that completes early via ``try_complete`` or on timeout; see module doc.
 
     ``delay_ms`` is the timeout. ``force_complete``, ``is_completed`` and the state
-    checks are O(1); ``await op`` allocates one future per awaiter, only if awaited.
+    checks are O(1); ``await op`` allocates one waiter per awaiter, only if awaited.
     """
 
     __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_keys", "_expiring")
@@ -75,7 +93,7 @@ class DelayedOperation(TimerTask, Generic[T]):
         self._outcome: T | None = None  # on_complete's value, once COMPLETED
         self._error: BaseException | None = None  # what awaiters raise instead
         # invariant: None until first awaited while pending; emptied on settling
-        self._waiters: list[asyncio.Future[T]] | None = None
+        self._waiters: list[Waiter[T]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
@@ -188,11 +206,16 @@ class DelayedOperation(TimerTask, Generic[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         """Wait for the outcome: on_complete's value, or its exception, or
-        OperationCancelledError. Needs a running asyncio loop while pending."""
+        OperationCancelledError. Needs a running asyncio loop or trio run while
+        pending (see the module doc for cancellation)."""
         if self._state != _PENDING:
             return self.result()
         loop = running_loop()
         if loop is None:
+            if in_trio_run():
+                from ._trio import wait
+
+                return (yield from wait(self).__await__())
             raise RuntimeError("awaiting an operation needs a running event loop")
         fut: asyncio.Future[T] = loop.create_future()
         if self._waiters is None:

@@ -42,8 +42,9 @@ watched 6, estimate 3, num_delayed 3. Completing r2 and r3 directly: num_delayed
 Callbacks and exceptions. An exception raised by an operation's callback while
 the purgatory walks many operations (``check_and_complete``, the purge, expiry
 by the timer) is caught for that operation and sent to the running loop's
-exception handler (with no loop running: raised after the walk, one exception
-as itself, several as an ExceptionGroup); the other operations proceed, and the
+exception handler (on trio: logged on the ``"purgatory"`` logger, see
+:mod:`purgatory._loop`; with no loop running: raised after the walk, one
+exception as itself, several as an ExceptionGroup); the other operations proceed, and the
 failing operation is left consistent: pending and watched if ``try_complete``
 raised, completed (its awaiters raising the exception) if ``on_complete`` did.
 In ``try_complete_else_watch`` the exception goes to the caller, after the
@@ -52,18 +53,31 @@ operation has been added to the timer if it was already being watched.
 Threads. All methods must run on the event loop's thread. Code on another thread
 (a replication thread, a blocking I/O pool) uses :meth:`call_threadsafe`, e.g.
 ``p.call_threadsafe(p.check_and_complete, key)``, which runs the call on the
-purgatory's loop and returns a ``concurrent.futures.Future`` of its result.
+purgatory's loop (asyncio: ``loop.call_soon_threadsafe``; trio: the run's
+``TrioToken.run_sync_soon``) and returns a ``concurrent.futures.Future`` of its
+result.
+
+Backends. ``async with purgatory`` binds it to the running library: an asyncio
+loop (asyncio, uvloop, anyio on asyncio) or a trio run (trio, anyio on trio); the
+purgatory itself is synchronous and the same on both. See :mod:`purgatory._reaper`
+for the reaper's task on each and :mod:`purgatory._operation` for awaiting.
 
 Closing. Leaving ``async with`` (or :meth:`close`) cancels every pending
 operation: its timer task is removed and its awaiters raise
-:class:`~purgatory.PurgatoryClosedError`; then the reaper stops. Operations are
-not expired at close: a caller that wants a timeout answer at shutdown can catch
-the error.
+:class:`~purgatory.PurgatoryClosedError`, on every backend; then the reaper stops.
+Operations are not expired at close: a caller that wants a timeout answer at
+shutdown can catch the error. The exception that ended the block comes out of
+``async with`` as itself, on trio too (the reaper's nursery does not wrap it).
+If the block is cancelled (``task.cancel()``, an anyio or trio cancel scope),
+the exit still cancels the pending operations before the cancellation goes on.
+On asyncio :meth:`close` also waits for the reaper's task to end; on trio the
+reaper's nursery can only close in the block that opened it, so there ``close()``
+stops the reaper (it polls no more) and leaving ``async with`` closes the nursery:
+on trio, use ``async with``, not ``__aenter__`` and ``close()``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -72,7 +86,7 @@ from typing import Any, Generic, TypeVar
 
 from ._errors import OperationCancelledError, PurgatoryClosedError
 from ._histogram import Histogram
-from ._loop import raise_collected, report_exception
+from ._loop import in_trio_run, raise_collected, report_exception, running_loop
 from ._operation import DelayedOperation
 from ._timer import SystemTimer
 
@@ -145,7 +159,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._purged = 0
         self._purges = 0
         self._lateness = Histogram()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # set while entered: how another thread schedules a call on our loop or run
+        self._call_soon_threadsafe: Callable[[Callable[[], None]], object] | None = None
+        self._on_trio = False
         self._reaper_owned = False
         self._closed = False
 
@@ -310,12 +326,15 @@ class DelayedOperationPurgatory(Generic[Op]):
     def call_threadsafe(self, fn: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
         """Run ``fn(*args)`` on the purgatory's loop from any thread; a future of its result.
 
-        The loop is the one the purgatory was entered on (``async with``).
+        The loop is the one the purgatory was entered on (``async with``): asyncio's
+        ``loop.call_soon_threadsafe``, or on trio ``TrioToken.run_sync_soon`` (as
+        ``trio.from_thread.run_sync`` does, without blocking the calling thread).
         """
-        loop = self._loop
-        if loop is None:
+        schedule = self._call_soon_threadsafe
+        if schedule is None:
             raise RuntimeError(f"purgatory {self.name!r} is not running on a loop")
         result: concurrent.futures.Future[R] = concurrent.futures.Future()
+        on_trio = self._on_trio
 
         def call() -> None:
             if not result.set_running_or_notify_cancel():
@@ -324,16 +343,30 @@ class DelayedOperationPurgatory(Generic[Op]):
                 result.set_result(fn(*args))
             except BaseException as exc:
                 result.set_exception(exc)
-                if not isinstance(exc, Exception):
+                # asyncio: KeyboardInterrupt & co. also stop the loop, as they would
+                # from any callback; trio would turn them into TrioInternalError
+                if not isinstance(exc, Exception) and not on_trio:
                     raise
 
-        loop.call_soon_threadsafe(call)
+        schedule(call)
         return result
 
     # -- lifecycle -----------------------------------------------------------
 
     async def __aenter__(self) -> DelayedOperationPurgatory[Op]:
-        self._loop = asyncio.get_running_loop()
+        """Bind to the running asyncio loop or trio run; start the timer's reaper
+        (if ``reaper_enabled`` and none runs)."""
+        loop = running_loop()
+        if loop is not None:
+            self._call_soon_threadsafe = loop.call_soon_threadsafe
+            self._on_trio = False
+        elif in_trio_run():
+            from ._trio import threadsafe_scheduler
+
+            self._call_soon_threadsafe = threadsafe_scheduler()
+            self._on_trio = True
+        else:
+            raise RuntimeError("no running event loop")
         if self.reaper_enabled and self.timer._reaper is None:
             await self.timer.__aenter__()
             self._reaper_owned = True
@@ -344,12 +377,39 @@ class DelayedOperationPurgatory(Generic[Op]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    ) -> bool:
+        """:meth:`close`, then release the reaper; the block's exception goes on as itself."""
+        self._call_soon_threadsafe = None
+        owned, self._reaper_owned = self._reaper_owned, False
+        suppress = False
+        try:
+            self._cancel_pending()
+        finally:
+            if owned:
+                suppress = await self.timer.__aexit__(exc_type, exc, tb)
+        return suppress
 
     async def close(self) -> None:
         """Cancel every pending operation (awaiters raise PurgatoryClosedError) and
-        stop the reaper if this purgatory started it. Idempotent."""
+        stop the reaper if this purgatory started it. Idempotent.
+
+        asyncio: the reaper's task has ended when this returns. trio: the reaper
+        polls no more; its nursery closes when the ``async with`` block exits
+        (a nursery must close in the block that opened it), so on trio use
+        ``async with`` rather than ``__aenter__`` + ``close()``.
+        """
+        self._cancel_pending()
+        self._call_soon_threadsafe = None
+        if self._reaper_owned:
+            reaper = self.timer._reaper
+            if reaper is None or reaper.stops_fully:
+                self._reaper_owned = False
+                await self.timer.__aexit__(None, None, None)
+            else:
+                reaper.request_stop()
+
+    def _cancel_pending(self) -> None:
+        """Close: cancel every pending operation, once. O(watched)."""
         if not self._closed:
             self._closed = True
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
@@ -360,10 +420,6 @@ class DelayedOperationPurgatory(Generic[Op]):
             for ops in watchers.values():
                 for op in ops:
                     self._cancel(op, error)
-        if self._reaper_owned:
-            self._reaper_owned = False
-            await self.timer.__aexit__(None, None, None)
-        self._loop = None
 
     # -- bookkeeping ---------------------------------------------------------
 

@@ -24,8 +24,9 @@ expires and sleeps otherwise; :meth:`SystemTimer.advance_clock` is Kafka's
 ``advanceClock(timeoutMs)`` for code that drives the timer itself.
 
 Exceptions raised by tasks never unwind the timer: they go to the running loop's
-exception handler, or, with no loop running, are raised by ``poll`` after the
-whole pass is done (one exception as itself, several as an ExceptionGroup).
+exception handler (inside a trio run: to the ``"purgatory"`` logger), or, with no
+loop running, are raised by ``poll`` after the whole pass is done (one exception
+as itself, several as an ExceptionGroup).
 """
 
 from __future__ import annotations
@@ -236,13 +237,32 @@ class SystemTimer:
         """How many times the running reaper has woken up (0 when none runs)."""
         return 0 if self._reaper is None else self._reaper.wakeups
 
+    def _rebase(self) -> None:
+        """Restart an empty timer's wheel at the clock's current time. O(wheel_size).
+
+        The clock may have changed time base since the timer was made (the
+        default clock follows the running library, and trio's clocks do not count
+        from ``time.monotonic()``; see :mod:`purgatory._clock`); with no task
+        scheduled, nothing depends on the old one.
+        """
+        assert not self._counter.value, "only an empty timer can be re-based"
+        queue = DelayQueue()
+        queue.on_earlier = self._notify_sleepers
+        self._queue = queue
+        now_ms = self._now_ms()
+        self._wheel = TimingWheel(self.tick_ms, self.wheel_size, now_ms, self._counter, queue)
+
     async def __aenter__(self) -> SystemTimer:
+        """Start the reaper on the running asyncio loop or trio run (see _reaper)."""
         from ._reaper import Reaper
 
         if self._reaper is not None:
             raise RuntimeError(f"the reaper of {self.name!r} is already running")
-        self._reaper = Reaper(self)
-        self._reaper.start()
+        if not self._counter.value:
+            self._rebase()
+        reaper = Reaper(self)
+        await reaper.start()
+        self._reaper = reaper
         return self
 
     async def __aexit__(
@@ -250,10 +270,12 @@ class SystemTimer:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
+    ) -> bool:
+        """Stop the reaper; on trio, close its nursery (see _reaper). Tasks stay."""
         reaper = self._reaper
-        if reaper is not None:
-            try:
-                await reaper.stop()
-            finally:
-                self._reaper = None
+        if reaper is None:
+            return False
+        try:
+            return await reaper.exit(exc_type, exc, tb)
+        finally:
+            self._reaper = None

@@ -1,0 +1,193 @@
+"""The trio side of the async shell: the reaper's sleep and nursery, awaiting, threads.
+
+Imported only from inside ``trio.run`` (anyio on trio included), never at import
+time of the package: asyncio users never import trio. Everything here maps one
+asyncio mechanism of the shell onto trio's own:
+
+========================  ===============================  ==============================
+what                      asyncio                          trio (this module)
+========================  ===============================  ==============================
+reaper's timed wake-up    ``loop.call_later`` + a future   a cancel scope's ``deadline``
+reaper's task             ``loop.create_task``             a nursery opened by
+                                                           ``async with timer``
+one awaiter of an op      an ``asyncio.Future``            ``wait_task_rescheduled``
+cancelling one awaiter    ``CancelledError``; its future   ``trio.Cancelled``; its waiter
+                          leaves the op                    leaves the op (abort callback)
+errors from callbacks     ``loop.call_exception_handler``  the ``"purgatory"`` logger
+``call_threadsafe``       ``loop.call_soon_threadsafe``    ``TrioToken.run_sync_soon``
+========================  ===============================  ==============================
+
+Why trio directly rather than anyio: the two backends anyio supports are asyncio
+and trio, and each has native code here, so anyio would only add a layer on the
+hot paths. Code running under ``anyio.run(..., backend="trio")`` *is* running on
+trio and uses this module.
+
+Cancellation on trio:
+
+* cancelling the scope around ``await op`` (``move_on_after``, ``fail_after``, a
+  cancelled nursery) raises ``trio.Cancelled`` in that task only: the abort
+  callback removes its waiter, and the operation stays pending, watched and timed;
+  other awaiters still get the outcome.
+* closing the purgatory fails every pending operation with ``PurgatoryClosedError``;
+  each awaiting task is rescheduled with that error.
+* cancelling the block of ``async with timer`` (or purgatory) cancels the reaper
+  with it; on the way out the purgatory still cancels its pending operations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import outcome
+import trio
+
+from ._reaper import SleeperBase
+
+if TYPE_CHECKING:
+    from ._operation import DelayedOperation
+    from ._reaper import Reaper
+    from ._timer import SystemTimer
+
+__all__ = ["TrioReaperScope", "TrioSleeper", "TrioWaiter", "threadsafe_scheduler", "wait"]
+
+T = TypeVar("T")
+
+
+class TrioSleeper(SleeperBase):
+    """trio: sleep in a cancel scope whose deadline is the wake-up; ``wake`` cancels it."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, timer: SystemTimer) -> None:
+        super().__init__(timer)
+        self._scope: trio.CancelScope | None = None
+
+    async def sleep(self, target_ms: int | None, limit_ms: int | None = None) -> None:
+        """Sleep until ``min(target_ms, limit_ms)`` (None: unbounded) or :meth:`wake`."""
+        self._target_ms = target_ms
+        self._limit_ms = limit_ms
+        timer = self._timer
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            self._arm()
+            timer._sleepers.append(self.notify)
+            try:
+                await trio.sleep_forever()
+            finally:
+                timer._sleepers.remove(self.notify)
+                self._scope = None
+
+    def _arm(self) -> None:
+        scope = self._scope
+        if scope is None:
+            return
+        when_ms = self._wake_time_ms()
+        if when_ms is None:
+            scope.deadline = math.inf
+            return
+        delay_ms = when_ms - self._timer._now_ms()
+        if delay_ms <= 0:
+            scope.cancel()
+        else:
+            # relative to the timer's clock, so any clock works; with the default
+            # clock (trio's) this lands on or just after when_ms: never early
+            scope.deadline = trio.current_time() + delay_ms / 1000
+
+    def wake(self) -> None:
+        scope = self._scope
+        if scope is not None:
+            scope.cancel()
+
+
+class TrioReaperScope:
+    """The nursery that runs a reaper's task, open for the ``async with`` block."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractAsyncContextManager[trio.Nursery]) -> None:
+        self._manager = manager
+
+    @classmethod
+    async def open(cls, reaper: Reaper, name: str) -> TrioReaperScope:
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        nursery.start_soon(reaper._run, trio.sleep, name=name)
+        return cls(manager)
+
+    async def close(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        """Close the nursery (the reaper was asked to stop); see :func:`_only_the_body`."""
+        try:
+            return bool(await self._manager.__aexit__(exc_type, exc, tb))
+        except BaseExceptionGroup as group:
+            if exc is None or not _only_the_body(group, exc):
+                raise
+            return False  # `async with` re-raises the block's exception as itself
+
+
+def _only_the_body(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """True if ``group`` holds nothing but the block's own ``exc`` (plus the reaper's
+    ``Cancelled`` when the block was cancelled too): then the nursery only wrapped
+    the block's exception, and ``async with`` should raise it unwrapped."""
+    cancelled = isinstance(exc, trio.Cancelled)
+
+    def other(e: BaseException) -> bool:
+        if isinstance(e, BaseExceptionGroup):
+            return False  # look inside
+        return e is not exc and not (cancelled and isinstance(e, trio.Cancelled))
+
+    return group.subgroup(other) is None
+
+
+class TrioWaiter(Generic[T]):
+    """One trio task awaiting an operation; quacks like the future ``_settle`` expects."""
+
+    __slots__ = ("_done", "_task")
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self._task = task
+        self._done = False  # rescheduled, or its wait aborted
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: T) -> None:
+        self._done = True
+        trio.lowlevel.reschedule(self._task, outcome.Value(value))
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._done = True
+        trio.lowlevel.reschedule(self._task, outcome.Error(exc))
+
+
+async def wait(op: DelayedOperation[T]) -> T:
+    """Wait for a pending ``op`` in this trio task. O(1); cancelling it is O(awaiters)."""
+    waiter: TrioWaiter[T] = TrioWaiter(trio.lowlevel.current_task())
+    waiters = op._waiters
+    if waiters is None:
+        op._waiters = [waiter]
+    else:
+        waiters.append(waiter)
+
+    def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+        # cancelled before _settle reached us: forget this waiter only
+        waiter._done = True
+        current = op._waiters
+        if current is not None:
+            current.remove(waiter)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
+
+
+def threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
+    """What ``call_threadsafe`` uses on trio: ``run_sync_soon`` of this run's token."""
+    return trio.lowlevel.current_trio_token().run_sync_soon

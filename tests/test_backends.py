@@ -1,0 +1,682 @@
+"""The async shell on every backend: asyncio, uvloop and trio, through anyio.
+
+Every ``@pytest.mark.anyio`` test here runs three times (the ``anyio_backend``
+fixture of conftest): on asyncio, on asyncio with uvloop, and on trio. They are
+written against anyio's API (task groups, cancel scopes, ``to_thread``) so the
+same test checks the same behaviour everywhere; where the backends differ on
+purpose (where errors are reported, how a reaper crash surfaces) the test says so.
+
+The ``*_virtual_time`` tests run trio with ``MockClock(autojump_threshold=0)``:
+whenever every task is blocked, the clock jumps to the next deadline, so a
+10-minute timeout (or an hour of mixed ones) takes milliseconds of real time,
+and expiry lateness is measured exactly.
+
+Real-time tests assert timing only where it cannot flake: never early (a
+property of the code) and "late" against generous bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+import pytest
+import trio
+from trio.testing import MockClock
+
+from purgatory import (
+    DelayedOperationPurgatory,
+    OperationCancelledError,
+    PurgatoryClosedError,
+    SystemTimer,
+    TimerTask,
+    TopicPartition,
+)
+from purgatory._loop import running_loop
+
+from .purgatory_kit import MockOp
+
+pytestmark = pytest.mark.anyio
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+class _Collect(logging.Handler):
+    def __init__(self, out: list[BaseException]) -> None:
+        super().__init__(logging.ERROR)
+        self.out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.out.append(record.exc_info[1])
+
+
+@contextmanager
+def reported_errors() -> Iterator[list[BaseException]]:
+    """Collect what the purgatory reports: the loop's exception handler on asyncio,
+    the "purgatory" logger on trio (see purgatory._loop)."""
+    seen: list[BaseException] = []
+    loop = running_loop()
+    if loop is not None:
+        previous = loop.get_exception_handler()
+        loop.set_exception_handler(lambda _loop, context: seen.append(context["exception"]))
+        try:
+            yield seen
+        finally:
+            loop.set_exception_handler(previous)
+    else:
+        handler = _Collect(seen)
+        logger = logging.getLogger("purgatory")
+        logger.addHandler(handler)
+        try:
+            yield seen
+        finally:
+            logger.removeHandler(handler)
+
+
+def running_reapers(name: str) -> int:
+    """Reaper tasks of the timer ``name`` alive now, on either library."""
+    if running_loop() is not None:
+        return sum(t.get_name() == f"{name}-reaper" for t in asyncio.all_tasks())
+    task = trio.lowlevel.current_task()
+    return sum(
+        child.name == f"{name}-reaper" for n in task.child_nurseries for child in n.child_tasks
+    )
+
+
+async def _await_into(op: MockOp, out: list[object]) -> None:
+    try:
+        out.append(await op)
+    except OperationCancelledError as exc:
+        out.append(exc)
+
+
+class Stamp(TimerTask):
+    """Records (due, ran) in the timer's clock when it runs."""
+
+    def __init__(self, delay_ms: int, timer: SystemTimer, out: list[tuple[int, int]]) -> None:
+        super().__init__(delay_ms)
+        self.timer = timer
+        self.out = out
+        self.due_ms = timer.clock.now_ms() + delay_ms
+
+    def run(self) -> None:
+        self.out.append((self.due_ms, self.timer.clock.now_ms()))
+
+
+async def wait_for_len(out: list[tuple[int, int]], n: int, limit_s: float = 10.0) -> None:
+    with anyio.fail_after(limit_s):
+        while len(out) < n:
+            await anyio.sleep(0.005)
+
+
+async def test_each_backend_is_the_one_it_claims(anyio_backend: object) -> None:
+    import uvloop
+
+    loop = running_loop()
+    if anyio_backend == "trio":
+        assert loop is None and trio.lowlevel.in_trio_run()
+    elif anyio_backend == "asyncio":
+        assert loop is not None and not isinstance(loop, uvloop.Loop)
+    else:
+        assert isinstance(loop, uvloop.Loop)
+
+
+# -- awaiting: expiry, early completion, exactly once ----------------------------
+
+
+async def test_expiry_and_early_completion() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        early, late = MockOp(10_000, "early"), MockOp(20, "late")
+        p.try_complete_else_watch(early, ["k"])
+        p.try_complete_else_watch(late, ["k"])
+        start_ms = p.timer.clock.now_ms()
+
+        async def complete_soon() -> None:
+            await anyio.sleep(0.01)
+            early.completable = True
+            assert p.check_and_complete("k") == 1
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(complete_soon)
+            assert await early == "early:done"
+            assert await late == "late:expired"
+        assert p.timer.clock.now_ms() - start_ms >= 20  # never early
+        assert await early == "early:done"  # a done operation answers at once
+        stats = p.statistics()
+        assert (stats.completed_early, stats.expired) == (1, 1)
+        assert stats.lateness_count == 1 and stats.lateness_max_ms >= 0
+
+
+async def test_many_awaiters_get_the_one_outcome() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(10_000, "op")
+        p.try_complete_else_watch(op, ["k"])
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(_await_into, op, got)
+            await anyio.wait_all_tasks_blocked()
+            assert op._waiters is not None and len(op._waiters) == 5
+            op.completable = True
+            assert p.check_and_complete("k") == 1
+        assert got == ["op:done"] * 5
+        assert op.completions == 1 and op._waiters is None
+        p._check_invariants()
+
+
+async def test_exactly_once_under_concurrent_completers() -> None:
+    """Completers on every key, a direct forcer, a thread and the timer race for 200
+    operations watched on 2-3 keys each; each completes exactly once."""
+    rng = random.Random(8)
+    keys = [TopicPartition("t", i) for i in range(6)]
+    async with DelayedOperationPurgatory[MockOp]("race", purge_interval=16) as p:
+        ops = [MockOp(rng.randrange(5, 60), f"op{i}") for i in range(200)]
+        for op in ops:
+            p.try_complete_else_watch(op, rng.sample(keys, rng.randrange(2, 4)))
+        got: dict[str, list[object]] = {op.name: [] for op in ops}
+        wins = [0]
+        thread_wins: list[bool] = []
+
+        def left() -> list[MockOp]:
+            return [op for op in ops if not op.is_done]
+
+        async def completer(key: TopicPartition, seed: int) -> None:
+            r = random.Random(seed)
+            while left():
+                for op in r.sample(ops, 5):
+                    op.completable = True
+                wins[0] += p.check_and_complete(key)
+                await anyio.sleep(r.random() / 500)
+
+        async def forcer() -> None:
+            while pending := left():
+                wins[0] += rng.choice(pending).force_complete()
+                await anyio.sleep(0.002)
+
+        def from_a_thread() -> None:
+            r = random.Random(99)
+            while pending := left():  # a racy read: the loop may complete it meanwhile
+                won = p.call_threadsafe(r.choice(pending).force_complete).result(timeout=10)
+                thread_wins.append(won)  # not wins[0] += ...: the loop writes that
+                time.sleep(0.001)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for op in ops:
+                    for _ in range(2):
+                        tg.start_soon(_await_into, op, got[op.name])
+                for i, key in enumerate(keys):
+                    for j in range(3):
+                        tg.start_soon(completer, key, 10 * i + j)
+                tg.start_soon(forcer)
+                tg.start_soon(anyio.to_thread.run_sync, from_a_thread)
+        expirations = sum(op.expirations for op in ops)
+        assert all(op.is_completed and op.completions == 1 for op in ops)
+        assert wins[0] + sum(thread_wins) + expirations == len(ops)  # one winner each
+        for op in ops:
+            assert got[op.name] == [op.result()] * 2
+        stats = p.statistics()
+        assert stats.completed_early + stats.expired == len(ops)
+        assert stats.expired == expirations and p.num_delayed == 0 and len(p.timer) == 0
+        p._check_invariants()
+
+
+# -- cancelling awaiters ----------------------------------------------------------
+
+
+async def test_cancelling_an_awaiter_cancels_only_that_wait() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(10_000, "op")
+        p.try_complete_else_watch(op, ["k"])
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_await_into, op, got)
+            with anyio.move_on_after(0.005) as scope:
+                await op
+            assert scope.cancelled_caught
+            assert not op.is_done and p.watched == 1 and p.num_delayed == 1
+            assert op._waiters is not None and len(op._waiters) == 1  # the other awaiter
+            op.completable = True
+            assert p.check_and_complete("k") == 1
+        assert got == ["op:done"]
+        assert op.completions == 1
+        p._check_invariants()
+
+
+async def test_a_cancelled_awaiter_leaves_the_operation_to_expire() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(30, "op")
+        p.try_complete_else_watch(op, ["k"])
+        with anyio.move_on_after(0.001):
+            await op
+        assert not op._waiters
+        assert await op == "op:expired"
+        assert op.completions == 1 and op.expirations == 1
+
+
+async def test_cancel_for_key_fails_awaiters() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(60_000)
+        p.try_complete_else_watch(op, ["gone"])
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_await_into, op, got)
+            await anyio.wait_all_tasks_blocked()
+            assert p.cancel_for_key("gone") == [op]
+        assert len(got) == 1 and type(got[0]) is OperationCancelledError
+        assert not op.force_complete()
+
+
+# -- shutdown ---------------------------------------------------------------------
+
+
+async def test_closing_fails_awaiters_and_stops_the_reaper() -> None:
+    p = DelayedOperationPurgatory[MockOp]("closing")
+    got: list[object] = []
+    ops = [MockOp(60_000, f"op{i}") for i in range(5)]
+    async with anyio.create_task_group() as tg:
+        async with p:
+            assert running_reapers("closing") == 1
+            for i, op in enumerate(ops):
+                p.try_complete_else_watch(op, [TopicPartition("t", i % 2)])
+                tg.start_soon(_await_into, op, got)
+            await anyio.wait_all_tasks_blocked()
+        assert running_reapers("closing") == 0
+    assert len(got) == 5 and all(isinstance(r, PurgatoryClosedError) for r in got)
+    assert all(op.is_cancelled and op.completions == 0 for op in ops)
+    assert p.num_delayed == 0 and p.watched == 0 and len(p.timer) == 0
+    assert "reaper=stopped" in repr(p.timer)
+    with pytest.raises(RuntimeError, match="closed"):
+        p.try_complete_else_watch(MockOp(1), ["k"])
+    with pytest.raises(RuntimeError, match="not running"):
+        p.call_threadsafe(print)
+    await p.close()  # idempotent
+
+
+async def test_close_inside_the_block_then_leave() -> None:
+    p = DelayedOperationPurgatory[MockOp]("early-close")
+    async with p:
+        op = MockOp(60_000)
+        p.try_complete_else_watch(op, ["k"])
+        await p.close()
+        assert op.is_cancelled and len(p.timer) == 0
+        await p.close()
+    assert running_reapers("early-close") == 0
+    assert "reaper=stopped" in repr(p.timer)
+
+
+async def test_the_blocks_own_exception_comes_out_as_itself() -> None:
+    p = DelayedOperationPurgatory[MockOp]("raising")
+    op = MockOp(60_000)
+    with pytest.raises(ValueError, match="mine") as info:
+        async with p:
+            p.try_complete_else_watch(op, ["k"])
+            raise ValueError("mine")
+    assert type(info.value) is ValueError  # not an ExceptionGroup, even on trio
+    assert op.is_cancelled and running_reapers("raising") == 0
+
+
+async def test_cancelling_the_block_closes_the_purgatory() -> None:
+    p = DelayedOperationPurgatory[MockOp]("cancelled")
+    op = MockOp(60_000)
+    with anyio.move_on_after(0.02) as scope:
+        async with p:
+            p.try_complete_else_watch(op, ["k"])
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert op.is_cancelled and isinstance(op._error, PurgatoryClosedError)
+    assert p.timer._reaper is None
+    # anyio on asyncio cancels every await in a cancelled scope, so the exit could not
+    # wait for the (already stopped) reaper task: it ends at the loop's next turn
+    await anyio.sleep(0.01)
+    assert running_reapers("cancelled") == 0
+
+
+async def test_a_reaper_crash_surfaces_at_the_block(anyio_backend_name: str) -> None:
+    class Broken(SystemTimer):
+        def next_expiration_ms(self) -> int | None:
+            raise RuntimeError("bug in the timer")
+
+    start = time.monotonic()
+    if anyio_backend_name == "trio":
+        # the nursery cancels the block and raises the crash as a group
+        with pytest.raises(ExceptionGroup) as info:
+            async with Broken("broken"):
+                await anyio.sleep(10)
+        assert [str(e) for e in info.value.exceptions] == ["bug in the timer"]
+        assert time.monotonic() - start < 5
+    else:
+        # asyncio: the block runs on; the crash is raised when it exits
+        with pytest.raises(RuntimeError, match="bug in the timer"):
+            async with Broken("broken"):
+                await anyio.sleep(0.01)
+
+
+# -- errors from callbacks ----------------------------------------------------------
+
+
+class Raising(MockOp):
+    def on_complete(self) -> str:
+        super().on_complete()
+        raise RuntimeError(f"{self.name} failed")
+
+
+async def test_on_complete_raising_goes_to_awaiters_and_is_reported() -> None:
+    with reported_errors() as seen:
+        async with DelayedOperationPurgatory[MockOp]("p") as p:
+            bad, good = Raising(60_000, "bad"), MockOp(60_000, "good")
+            p.try_complete_else_watch(bad, ["k"])
+            p.try_complete_else_watch(good, ["k"])
+            got: list[object] = []
+
+            async def waiter() -> None:
+                try:
+                    await bad
+                except RuntimeError as exc:
+                    got.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(waiter)
+                await anyio.wait_all_tasks_blocked()
+                bad.completable = good.completable = True
+                assert p.check_and_complete("k") == 1  # good; bad raised but completed
+            assert [str(e) for e in got] == ["bad failed"]
+            assert bad.is_completed and good.is_completed and p.watched == 0
+    assert [str(e) for e in seen] == ["bad failed"]
+
+
+async def test_expiry_callback_raising_never_kills_the_reaper() -> None:
+    with reported_errors() as seen:
+        async with DelayedOperationPurgatory[MockOp]("p") as p:
+            bad, after = Raising(5, "bad"), MockOp(40, "after")
+            p.try_complete_else_watch(bad, ["k"])
+            p.try_complete_else_watch(after, ["k"])
+            assert await after == "after:expired"
+            assert bad.is_completed
+    assert [str(e) for e in seen] == ["bad failed"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # asyncio: the loop's handler
+async def test_on_trio_errors_are_logged_under_purgatory(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Boom(TimerTask):
+        def run(self) -> None:
+            raise ValueError("boom")
+
+    out: list[tuple[int, int]] = []
+    with caplog.at_level(logging.ERROR, logger="purgatory"):
+        async with SystemTimer("boom") as timer:
+            timer.add(Boom(1))
+            timer.add(Stamp(20, timer, out))
+            await wait_for_len(out, 1)
+    [record] = caplog.records
+    assert record.name == "purgatory" and record.levelno == logging.ERROR
+    assert "Exception in timer task of 'boom'" in record.getMessage()
+    assert "task: <" in record.getMessage()  # the context, as asyncio's handler prints it
+    assert record.exc_info is not None and str(record.exc_info[1]) == "boom"
+
+
+# -- threads --------------------------------------------------------------------------
+
+
+async def test_completion_from_another_thread_through_call_threadsafe() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(60_000)
+        p.try_complete_else_watch(op, ["k"])
+        op.completable = True
+
+        def worker() -> int:
+            return p.call_threadsafe(p.check_and_complete, "k").result(timeout=10)
+
+        async with anyio.create_task_group() as tg:
+            results: list[int] = []
+
+            async def run_worker() -> None:
+                results.append(await anyio.to_thread.run_sync(worker))
+
+            tg.start_soon(run_worker)
+            assert await op == "op:done"
+        assert results == [1]
+
+
+async def test_call_threadsafe_delivers_errors_to_the_caller() -> None:
+    class Stop(BaseException):
+        pass
+
+    def fail() -> None:
+        raise KeyError("nope")
+
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+
+        def worker() -> BaseException | None:
+            return p.call_threadsafe(fail).exception(timeout=10)
+
+        error = await anyio.to_thread.run_sync(worker)
+        assert isinstance(error, KeyError)
+        if running_loop() is None:  # trio: a BaseException goes to the caller only
+
+            def stop() -> None:
+                raise Stop
+
+            def stop_worker() -> BaseException | None:
+                return p.call_threadsafe(stop).exception(timeout=10)
+
+            assert isinstance(await anyio.to_thread.run_sync(stop_worker), Stop)
+
+
+# -- the reaper -------------------------------------------------------------------------
+
+
+async def test_timer_tasks_fire_never_early_and_about_on_time() -> None:
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("real") as timer:
+        for delay in (1, 2, 5, 10, 25, 50, 80, 120, 200, 333):
+            timer.add(Stamp(delay, timer, out))
+        await wait_for_len(out, 10)
+    lateness = [ran - due for due, ran in out]
+    assert min(lateness) >= 0, "a task ran before its expiration"
+    assert sorted(lateness)[len(lateness) // 2] <= 20  # generous: a shared machine
+
+
+async def test_reaper_sleeps_when_idle_and_wakes_per_bucket_not_per_task() -> None:
+    async with SystemTimer("idle") as timer:
+        await anyio.sleep(0.05)
+        assert timer.reaper_wakeups <= 1  # nothing scheduled: no ticking
+        far: list[tuple[int, int]] = []
+        for _ in range(20_000):
+            timer.add(Stamp(3_600_000, timer, far))  # an hour away
+        before = timer.reaper_wakeups
+        await anyio.sleep(0.1)
+        assert timer.reaper_wakeups - before <= 2
+        near: list[tuple[int, int]] = []
+        for delay in range(10, 60, 10):
+            timer.add(Stamp(delay, timer, near))
+        await wait_for_len(near, 5)
+        assert timer.reaper_wakeups - before <= 12
+        assert far == [] and len(timer) == 20_000
+
+
+async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper() -> None:
+    out: list[tuple[int, int]] = []
+    async with SystemTimer("wake") as timer:
+        timer.add(Stamp(10_000, timer, out))
+        await anyio.sleep(0.02)  # the reaper now sleeps for ~10 s
+        timer.add(Stamp(5, timer, out))
+        await wait_for_len(out, 1, limit_s=5)
+        timer.add(Stamp(-1, timer, out))  # due at once
+        await wait_for_len(out, 2, limit_s=5)
+        assert all(ran >= due for due, ran in out)
+        assert len(timer) == 1
+
+
+async def test_entering_twice_is_refused_and_the_timer_restarts() -> None:
+    timer = SystemTimer("twice")
+    out: list[tuple[int, int]] = []
+    async with timer:
+        with pytest.raises(RuntimeError, match="already running"):
+            await timer.__aenter__()
+        timer.add(Stamp(50_000, timer, out))
+    assert len(timer) == 1 and running_reapers("twice") == 0
+    async with timer:  # restartable, tasks kept
+        assert running_reapers("twice") == 1
+    assert len(timer) == 1
+
+
+async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
+    out: list[tuple[int, int]] = []
+    timer = SystemTimer("manual")  # no reaper: advance_clock drives it
+    assert await timer.advance_clock(0) is False
+    assert await timer.advance_clock(5) is False
+    timer.add(Stamp(30, timer, out))
+    assert await timer.advance_clock(1) is False
+    assert await timer.advance_clock(2_000) is True  # an overflow bucket cascades it
+    if not out:
+        assert await timer.advance_clock(2_000) is True
+    assert len(out) == 1 and out[0][1] >= out[0][0]
+    with pytest.raises(ValueError, match="timeout_ms"):
+        await timer.advance_clock(-1)
+
+
+# -- trio in virtual time ----------------------------------------------------------------
+
+
+def _run_on_mock_clock(main: object) -> None:
+    anyio.run(
+        main,  # type: ignore[arg-type]
+        backend="trio",
+        backend_options={"clock": MockClock(autojump_threshold=0)},
+    )
+
+
+def test_a_ten_minute_timeout_in_virtual_time() -> None:
+    seen: dict[str, float] = {}
+
+    async def main() -> None:
+        async with DelayedOperationPurgatory[MockOp]("long") as p:
+            op = MockOp(600_000, "ten-minutes")
+            p.try_complete_else_watch(op, ["k"])
+            start = trio.current_time()
+            assert await op == "ten-minutes:expired"
+            seen["virtual_s"] = trio.current_time() - start
+            seen["late_ms"] = p.statistics().lateness_max_ms
+            seen["wakeups"] = p.timer.reaper_wakeups
+
+    real = time.perf_counter()
+    _run_on_mock_clock(main)
+    real_s = time.perf_counter() - real
+    assert 600.0 <= seen["virtual_s"] <= 600.002  # never early, at most a tick late
+    assert seen["late_ms"] <= 1
+    assert seen["wakeups"] <= 10  # one per bucket on the way down the wheels
+    assert real_s < 2.0  # milliseconds, in fact
+
+
+def test_an_hour_of_mixed_timeouts_in_virtual_time() -> None:
+    """2,000 operations, timeouts 1 s .. 1 h, a third completed early at random times."""
+    rng = random.Random(3)
+    fired_late_ms: list[int] = []
+
+    class Timed(MockOp):
+        def __init__(self, delay_ms: int, name: str, p: DelayedOperationPurgatory[Timed]) -> None:
+            super().__init__(delay_ms, name)
+            self.deadline_ms = p.timer.clock.now_ms() + delay_ms
+            self.p = p
+
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            fired_late_ms.append(self.p.timer.clock.now_ms() - self.deadline_ms)
+
+    async def main() -> None:
+        async with DelayedOperationPurgatory[Timed]("hour") as p:
+            ops = [Timed(rng.randrange(1_000, 3_600_000), f"op{i}", p) for i in range(2_000)]
+            for i, op in enumerate(ops):
+                p.try_complete_else_watch(op, [TopicPartition("t", i % 8)])
+
+            async def complete_later(op: Timed, after_s: float) -> None:
+                await trio.sleep(after_s)
+                op.force_complete()
+
+            async with trio.open_nursery() as nursery:
+                for op in ops[::3]:
+                    nursery.start_soon(complete_later, op, rng.uniform(0, op.delay_ms / 1000))
+            got = [await op for op in ops]
+            assert all(r.endswith(":done") for r in got[::3])
+            assert p.statistics().lateness_max_ms <= 1
+            assert trio.current_time() <= 3_600.002
+
+    real = time.perf_counter()
+    _run_on_mock_clock(main)
+    assert time.perf_counter() - real < 10.0
+    assert len(fired_late_ms) == 2_000 - len(range(0, 2_000, 3))
+    assert min(fired_late_ms) >= 0 and max(fired_late_ms) <= 1
+
+
+def test_a_timer_made_outside_the_run_starts_at_the_runs_time() -> None:
+    """The wheel of an empty timer is re-based when its reaper starts: MockClock
+    starts at 0, far behind the time.monotonic() the timer was made at."""
+    p = DelayedOperationPurgatory[MockOp]("outside")
+    seen: list[float] = []
+
+    async def main() -> None:
+        async with p:
+            op = MockOp(10_000, "op")
+            p.try_complete_else_watch(op, ["k"])
+            assert await op == "op:expired"
+            seen.append(trio.current_time())
+            assert await p.timer.advance_clock(5_000) is False  # nothing left: waits 5 s
+            seen.append(trio.current_time())
+
+    _run_on_mock_clock(main)
+    assert 10.0 <= seen[0] <= 10.002
+    assert 15.0 <= seen[1] <= 15.002
+
+
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="trio-mockclock")],
+)
+async def test_the_plugin_with_a_mock_clock_virtual_time() -> None:
+    async with DelayedOperationPurgatory[MockOp]("plugin") as p:
+        op = MockOp(24 * 3_600_000, "a-day")
+        p.try_complete_else_watch(op, ["k"])
+        start = trio.current_time()
+        with trio.move_on_after(3_600):
+            await op  # an hour: cancelled, the operation stays pending
+        assert not op.is_done and 3_600 <= trio.current_time() - start < 3_601
+        assert await op == "a-day:expired"
+        assert 86_400 <= trio.current_time() - start <= 86_400.002
+
+
+# -- imports --------------------------------------------------------------------------
+
+
+def test_asyncio_users_never_import_trio_or_anyio() -> None:
+    code = """
+import asyncio, sys
+from purgatory import DelayedOperation, DelayedOperationPurgatory
+
+class Op(DelayedOperation[int]):
+    def try_complete(self): return False
+    def on_complete(self): return 1
+    def on_expiration(self): pass
+
+async def main():
+    async with DelayedOperationPurgatory("p") as p:
+        op = Op(5)
+        p.try_complete_else_watch(op, ["k"])
+        assert await op == 1
+
+asyncio.run(main())
+loaded = sorted(m for m in ("trio", "anyio", "sniffio", "outcome") if m in sys.modules)
+assert not loaded, loaded
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
