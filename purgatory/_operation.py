@@ -136,7 +136,8 @@ class DelayedOperation(TimerTask, Generic[T]):
             self._settle()
             raise
         self._outcome = outcome
-        self._settle()
+        if self._waiters is not None:  # nobody awaits most operations
+            self._settle()
         return True
 
     def run(self) -> None:

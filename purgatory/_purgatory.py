@@ -189,7 +189,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         try:
             watchers = self._watchers
             for key in keys:
-                if operation.is_done:
+                if operation._state:  # done (is_done, read directly: the hot path)
                     break
                 ops = watchers.get(key)
                 if ops is None:
@@ -204,12 +204,14 @@ class DelayedOperationPurgatory(Generic[Op]):
                 if operation.try_complete():
                     return True
             finally:
-                if not operation.is_done and self.timer_enabled:
+                if not operation._state and self.timer_enabled:
                     self._num_delayed += 1
                     self.timer.add(operation)
             return False
         finally:
-            self._leave()
+            self._depth -= 1
+            if self._purge_due and not self._depth:
+                self._leave()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try the operations watched on ``key``; return how many this call completed.
@@ -249,7 +251,9 @@ class DelayedOperationPurgatory(Generic[Op]):
                     kept.update(fresh)
                 watchers[key] = kept
         finally:
-            self._leave()
+            self._depth -= 1
+            if self._purge_due and not self._depth:
+                self._leave()
         raise_collected(f"{len(errors)} operations failed in {self.name!r}", errors)
         return completed
 
@@ -440,7 +444,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             self._num_delayed -= 1
         if op._expiring:
             self._expired += 1
-            self._lateness.record(self.timer._now_ms() - op.expiration_ms)
+            self._lateness.record(self.timer.poll_now_ms() - op.expiration_ms)
         else:
             self._completed_early += 1
         if self._estimated - self._num_delayed > self.purge_interval:
@@ -450,11 +454,10 @@ class DelayedOperationPurgatory(Generic[Op]):
                 self._purge()
 
     def _leave(self) -> None:
-        self._depth -= 1
-        if self._purge_due and not self._depth:
-            self._purge_due = False
-            if self._estimated - self._num_delayed > self.purge_interval:
-                self._purge()
+        """Run the purge deferred while callbacks ran (call at depth 0)."""
+        self._purge_due = False
+        if self._estimated - self._num_delayed > self.purge_interval:
+            self._purge()
 
     def _purge(self) -> None:
         self._estimated = self._num_delayed
