@@ -310,25 +310,37 @@ def main() -> None:
                 bench_loop(args.keys, args.touches, args.repeat, args.seed)
             )
 
-    print(f"Python {platform.python_version()}, uvloop {version('uvloop')}, "
-          f"nproc {os.cpu_count()}, CPU: {cpu_model()}")
-    print(f"{args.keys:,} tracked connections, {args.touches:,} random touches per run, "
-          f"best of {args.repeat}; timeout {TIMEOUT_MS} ms\n")
+    print(
+        f"Python {platform.python_version()}, uvloop {version('uvloop')}, "
+        f"nproc {os.cpu_count()}, CPU: {cpu_model()}"
+    )
+    print(
+        f"{args.keys:,} tracked connections, {args.touches:,} random touches per run, "
+        f"best of {args.repeat}; timeout {TIMEOUT_MS} ms\n"
+    )
     print("| variant | asyncio ns/touch | uvloop ns/touch | asyncio B/conn | uvloop B/conn |")
     print("|---|---:|---:|---:|---:|")
     for name in VARIANTS:
-        print(f"| {name} | {ns['asyncio'][name]:.0f} | {ns['uvloop'][name]:.0f} | "
-              f"{mem['asyncio'][name]:.0f} | {mem['uvloop'][name]:.0f} |")
-    print(f"| (measuring loop, no-op touch) | {overhead['asyncio']:.0f} | "
-          f"{overhead['uvloop']:.0f} | | |")
+        print(
+            f"| {name} | {ns['asyncio'][name]:.0f} | {ns['uvloop'][name]:.0f} | "
+            f"{mem['asyncio'][name]:.0f} | {mem['uvloop'][name]:.0f} |"
+        )
+    print(
+        f"| (measuring loop, no-op touch) | {overhead['asyncio']:.0f} | "
+        f"{overhead['uvloop']:.0f} | | |"
+    )
     base = ns["asyncio"]["cancel + call_later"]
     lazy = ns["asyncio"]["IdleTracker (lazy)"]
-    print(f"\nasyncio: IdleTracker (lazy) is {base / lazy:.1f}x cheaper per touch than "
-          "cancel + call_later (goal: 2x)")
+    print(
+        f"\nasyncio: IdleTracker (lazy) is {base / lazy:.1f}x cheaper per touch than "
+        "cancel + call_later (goal: 2x)"
+    )
     base_uv = ns["uvloop"]["cancel + call_later"]
     lazy_uv = ns["uvloop"]["IdleTracker (lazy)"]
-    print(f"uvloop:  IdleTracker (lazy) is {base_uv / lazy_uv:.1f}x cheaper per touch than "
-          "cancel + call_later")
+    print(
+        f"uvloop:  IdleTracker (lazy) is {base_uv / lazy_uv:.1f}x cheaper per touch than "
+        "cancel + call_later"
+    )
 
 
 if __name__ == "__main__":

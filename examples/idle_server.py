@@ -243,8 +243,10 @@ async def serve(
     deadline = None if run_for_s is None else loop.time() + run_for_s
     try:
         async with IdleServer(timeout_ms, host=host, port=port, tick_ms=tick_ms) as server:
-            print(f"listening on {server.host}:{server.port}, idle timeout {timeout_ms} ms",
-                  flush=True)
+            print(
+                f"listening on {server.host}:{server.port}, idle timeout {timeout_ms} ms",
+                flush=True,
+            )
             while not stop.is_set():
                 wait_s = report_s if deadline is None else min(report_s, deadline - loop.time())
                 if wait_s <= 0:
@@ -274,8 +276,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--timeout-ms must be positive")
     if args.report_s <= 0:
         parser.error("--report-s must be positive")
-    coro = serve(args.host, args.port, args.timeout_ms, tick_ms=args.tick_ms,
-                 report_s=args.report_s, run_for_s=args.run_for_s)
+    coro = serve(
+        args.host,
+        args.port,
+        args.timeout_ms,
+        tick_ms=args.tick_ms,
+        report_s=args.report_s,
+        run_for_s=args.run_for_s,
+    )
     if args.uvloop:
         import uvloop
 

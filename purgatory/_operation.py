@@ -70,6 +70,7 @@ class Waiter(Protocol[T_contra]):
 
     def set_exception(self, exception: BaseException, /) -> None: ...
 
+
 _PENDING = 0
 _COMPLETED = 1  # on_complete ran (or raised)
 _CANCELLED = 2

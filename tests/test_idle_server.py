@@ -241,8 +241,16 @@ def _read_line(proc: subprocess.Popen[str]) -> str:
 def test_command_line_server(how: str) -> None:
     """The script itself: it reaps a silent client, then shuts down cleanly on SIGTERM
     (saying goodbye to a connected client) or after --run-for-s."""
-    args = [sys.executable, str(EXAMPLES / "idle_server.py"), "--port", "0",
-            "--timeout-ms", "200", "--report-s", "0.1"]
+    args = [
+        sys.executable,
+        str(EXAMPLES / "idle_server.py"),
+        "--port",
+        "0",
+        "--timeout-ms",
+        "200",
+        "--report-s",
+        "0.1",
+    ]
     if how == "run-for-s":
         args += ["--run-for-s", "1.5", "--uvloop"]
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
