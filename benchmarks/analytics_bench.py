@@ -35,17 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import cpu_model
+
 DEFAULT_ROWS = 10_000_000
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _ru_maxrss_mib(who: int = resource.RUSAGE_SELF) -> float:
@@ -198,7 +190,7 @@ def main() -> None:
         for s, p in zip(spark["by_kind"], pandas["by_kind"], strict=True)
     )
     rows = spark["rows"]
-    print(f"machine: {os.cpu_count()} cores, {_cpu_model()}, Python {platform.python_version()}")
+    print(f"machine: {os.cpu_count()} cores, {cpu_model()}, Python {platform.python_version()}")
     print(f"trace: {rows:,} operations, {size_mib:.0f} MiB of Parquet")
     print()
     print("| engine | wall s | rows/s | peak memory |")

@@ -36,6 +36,7 @@ from importlib.metadata import version
 from typing import Any
 
 import uvloop
+from _machine import cpu_model
 
 from purgatory import IdleTracker, SystemTimer, TimerTask
 from purgatory.testing import ManualClock
@@ -275,17 +276,6 @@ def _reaped_by(design: type[IdleTracker[object]] | type[MovingIdleTracker]) -> l
 def check_designs() -> None:
     """Both designs must reap the same keys at the same times (tick 1, manual clock)."""
     assert _reaped_by(IdleTracker) == _reaped_by(MovingIdleTracker), "the designs disagree"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from _machine import cpu_model
+
 from purgatory.broker._offset_index import ENTRY_BYTES, PAGE_BYTES, OffsetIndex
 
 ENTRIES_PER_PAGE = PAGE_BYTES // ENTRY_BYTES
@@ -166,16 +168,6 @@ def replay_tail_readers(
     )
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--start-pages", type=int, default=16, help="index size (pages) of step 0")
@@ -197,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7, help="seed of the readers' lags")
     args = parser.parse_args(argv)
 
-    print(f"machine: {platform.machine()}, {_cpu_model()}, Python {platform.python_version()}")
+    print(f"machine: {platform.machine()}, {cpu_model()}, Python {platform.python_version()}")
     print(f"page {PAGE_BYTES} B = {ENTRIES_PER_PAGE} entries; warm section = last 1024 entries\n")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

@@ -34,17 +34,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from _machine import cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def quantile(values: Sequence[float], q: float) -> float:
