@@ -45,10 +45,11 @@ import pyarrow.parquet as pq
 
 from purgatory.broker.trace import trace_schema
 
+from .workload import lognormal_params
+
 __all__ = ["KindSpec", "SyntheticSpec", "synthetic_trace", "write_synthetic_trace"]
 
 #: the 0.75 quantile of the standard normal distribution
-Z_75 = 0.6744897501960817
 
 ERROR_NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -139,8 +140,9 @@ def synthetic_trace(
     shares = np.array([k.share for k in spec.kinds], dtype=np.float64)
     kind_ix = rng.choice(len(spec.kinds), size=n, p=shares / shares.sum())
     timeout = np.array([k.timeout_ms for k in spec.kinds], dtype=np.int64)[kind_ix]
-    mu = np.log([k.latency_p50_ms for k in spec.kinds])[kind_ix]
-    sigma = (np.log([k.latency_p75_ms / k.latency_p50_ms for k in spec.kinds]) / Z_75)[kind_ix]
+    fits = [lognormal_params(k.latency_p50_ms, k.latency_p75_ms) for k in spec.kinds]
+    mu = np.array([m for m, _ in fits])[kind_ix]
+    sigma = np.array([s for _, s in fits])[kind_ix]
     latency = np.ceil(np.exp(mu + sigma * rng.standard_normal(n))).astype(np.int64)
 
     deadline = created + timeout

@@ -37,11 +37,20 @@ from typing import Any
 
 from purgatory import SystemTimer, TimerTask
 
-__all__ = ["MIXES", "WorkloadConfig", "run_workload"]
+__all__ = ["MIXES", "WorkloadConfig", "lognormal_params", "run_workload"]
 
 #: latency mixes: name -> (p50 ms, p75 ms)
 MIXES: dict[str, tuple[float, float]] = {"low": (20.0, 60.0), "high": (200.0, 400.0)}
 Z_75 = 0.6744897501960817  # the standard normal's 0.75 quantile
+
+
+def lognormal_params(p50: float, p75: float) -> tuple[float, float]:
+    """``(mu, sigma)`` of the log-normal with median ``p50`` and 75th percentile ``p75``.
+
+    ``mu = ln p50`` and ``sigma = ln(p75 / p50) / z_0.75``: how Kafka's purgatory
+    benchmark fits its completion latencies to two quantiles. O(1).
+    """
+    return math.log(p50), math.log(p75 / p50) / Z_75
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,7 @@ async def _drive(cfg: WorkloadConfig) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     rng = random.Random(cfg.seed)
     p50, p75 = cfg.latency_p50_p75
-    mu, sigma = math.log(p50), math.log(p75 / p50) / Z_75
+    mu, sigma = lognormal_params(p50, p75)
     gaps_s = [rng.expovariate(cfg.rate_per_s) for _ in range(cfg.operations)]
     latencies_s = [rng.lognormvariate(mu, sigma) / 1000.0 for _ in range(cfg.operations)]
     timeout_s = cfg.timeout_ms / 1000.0
