@@ -1,7 +1,7 @@
 """The purgatory benchmark (after Confluent's/Kafka's TestPurgatoryPerformance), adapted.
 
 Usage: python benchmarks/purgatory_bench.py [--requests N] [--mix low|high|both]
-                                           [--pending 100000] [--impl purgatory|naive|both]
+           [--pending 100000] [--impl purgatory|naive|driver|both] [--repeat 3]
 
 Workload, as in Kafka's benchmark: requests arrive as fast as the loop accepts
 them (the sustained enqueue rate is the result), each with a 200 ms timeout,
@@ -10,19 +10,25 @@ drawn from a log-normal distribution fitted to two quantiles: low-timeout mix
 p50 20 ms / p75 60 ms; high-timeout mix p50 200 ms / p75 400 ms. A completer
 completes the request at that moment (``force_complete``, outside the purgatory,
 as Kafka's completion thread does) if it is shorter than the timeout; the others
-expire through the timer.
+expire through the timer. The keys and latencies are drawn (seeded) before the
+clock starts, so the rate measures the implementations, not ``random``.
 
-Two implementations run the same workload, each in its own process (so peak
-memory is its own), on uvloop:
+Each implementation runs in its own process (so peak memory is its own), on
+uvloop:
 
 * ``purgatory``: DelayedOperationPurgatory (nobody awaits: no futures);
 * ``naive``: what an asyncio user would otherwise write: one future and one
-  ``loop.call_later`` per request, and a dict of per-key waiter sets.
+  ``loop.call_later`` per request, and a dict of per-key waiter sets;
+* ``driver``: the benchmark's own work alone (reading the draws, the completion
+  heap, the loop), what the other two rates include and cannot go faster than.
 
 ``--pending N`` first fills the implementation with N requests that wait 10
 minutes (never completed during the run), to measure at that many pending.
-Reported: enqueue rate, CPU per request, expiry lateness p50/p99/max, peak RSS,
-and memory per pending request (RSS growth while filling the N).
+Reported: enqueue rate, CPU per request and the part of it spent in the garbage
+collector, expiry lateness p50/p99/max, peak RSS, and memory per pending request
+(RSS growth while filling the N). ``--repeat R`` runs every implementation R times,
+interleaved, and shows each one's median run and the purgatory/naive throughput
+ratio of every round.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+from array import array
 from typing import Any
 
 import uvloop
@@ -63,6 +70,20 @@ def rss_kib() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+class GcTimer:
+    """A ``gc.callbacks`` hook adding up the time spent in garbage collection."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.total_s += time.perf_counter() - self._start
 
 
 class BenchOp(DelayedOperation[None]):
@@ -124,10 +145,20 @@ class Naive:
         self.finish(op, "expired")
 
 
+def draw(rng: random.Random, mix: str, requests: int) -> tuple[array[int], array[float]]:
+    """Each request's key index and completion latency, drawn before the clock starts."""
+    mu, sigma = lognormal_params(*MIXES[mix])
+    # arrays filled from generators: 9 bytes a request, no list of objects on the way
+    keys = array("B", (rng.randrange(len(KEYS)) for _ in range(requests)))
+    latencies = array("d", (rng.lognormvariate(mu, sigma) for _ in range(requests)))
+    return keys, latencies
+
+
 async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
-    rng = random.Random(seed)
-    mu, sigma = lognormal_params(*MIXES[mix])
+    key_indexes, latencies = draw(random.Random(seed), mix, requests)
+    is_purgatory = impl == "purgatory"
+    is_naive = impl == "naive"
     p: DelayedOperationPurgatory[BenchOp] = DelayedOperationPurgatory("bench")
     naive = Naive(loop)
     keep: list[object] = []
@@ -135,45 +166,47 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
         gc.collect()
         rss0 = rss_kib()
         for i in range(pending):
-            if impl == "purgatory":
+            if is_purgatory:
                 op = BenchOp(600_000)
                 p.try_complete_else_watch(op, (KEYS[i % 100],))
                 keep.append(op)
-            else:
+            elif is_naive:
                 keep.append(naive.watch(KEYS[i % 100], 600_000))
         gc.collect()
         per_pending_bytes = (rss_kib() - rss0) * 1024 / pending if pending else 0.0
         completions: list[tuple[float, int, Any]] = []
         batch = 200
         submitted = 0
+        gc_timer = GcTimer()
+        gc.callbacks.append(gc_timer)
         start_wall = time.perf_counter()
         start_cpu = time.process_time()
-        seq = 0
 
         def complete_due(now: float) -> None:
             while completions and completions[0][0] <= now:
                 _, _, op = heapq.heappop(completions)
-                if impl == "purgatory":
+                if is_purgatory:
                     op.force_complete()
-                else:
+                elif is_naive:
                     naive.complete(op)
 
         while submitted < requests:
             now = loop.time()
             complete_due(now)
-            for _ in range(min(batch, requests - submitted)):
-                key = KEYS[rng.randrange(100)]
-                latency_ms = rng.lognormvariate(mu, sigma)
-                new: BenchOp | NaiveOp
-                if impl == "purgatory":
+            end = min(submitted + batch, requests)
+            for i in range(submitted, end):
+                new: BenchOp | NaiveOp | None
+                if is_purgatory:
                     new = BenchOp(TIMEOUT_MS)
-                    p.try_complete_else_watch(new, (key,))
+                    p.try_complete_else_watch(new, (KEYS[key_indexes[i]],))
+                elif is_naive:
+                    new = naive.watch(KEYS[key_indexes[i]], TIMEOUT_MS)
                 else:
-                    new = naive.watch(key, TIMEOUT_MS)
+                    new = None  # "driver": the benchmark's own work alone
+                latency_ms = latencies[i]
                 if latency_ms < TIMEOUT_MS:
-                    seq += 1
-                    heapq.heappush(completions, (now + latency_ms / 1000, seq, new))
-                submitted += 1
+                    heapq.heappush(completions, (now + latency_ms / 1000, i, new))
+            submitted = end
             await asyncio.sleep(0)
         enqueue_s = time.perf_counter() - start_wall
         # drain: let the remaining completions and expirations happen
@@ -182,6 +215,7 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
             complete_due(loop.time())
         await asyncio.sleep((TIMEOUT_MS + 50) / 1000)
         cpu_s = time.process_time() - start_cpu
+        gc.callbacks.remove(gc_timer)
         late: tuple[float, float, float]
         if impl == "purgatory":
             stats = p.statistics()
@@ -204,6 +238,7 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
         "pending": pending,
         "enqueue_per_s": requests / enqueue_s,
         "cpu_us_per_request": cpu_s / requests * 1e6,
+        "gc_us_per_request": gc_timer.total_s / requests * 1e6,
         "lateness_ms": late,
         "expired": expired,
         "peak_rss_mib": peak_kib / 1024,
@@ -220,9 +255,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--mix", default="both", choices=["low", "high", "both"])
-    parser.add_argument("--impl", default="both", choices=["purgatory", "naive", "both"])
+    parser.add_argument("--impl", default="both", choices=["purgatory", "naive", "driver", "both"])
     parser.add_argument("--pending", type=int, default=0)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per implementation; the median is shown"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -231,22 +269,38 @@ def main() -> None:
     print(f"python {platform.python_version()} {platform.machine()}, uvloop")
     print(
         f"{'impl':10} {'mix':5} {'pending':>8} {'enqueue/s':>10} {'CPU us/req':>10}"
-        f" {'late p50/p99/max ms':>20} {'expired':>8} {'peak MiB':>9} {'B/pending':>9}"
+        f" {'GC us/req':>9} {'late p50/p99/max ms':>20} {'expired':>8}"
+        f" {'peak MiB':>9} {'B/pending':>9}"
     )
     mixes = ["low", "high"] if args.mix == "both" else [args.mix]
-    impls = ["purgatory", "naive"] if args.impl == "both" else [args.impl]
+    impls = ["purgatory", "naive", "driver"] if args.impl == "both" else [args.impl]
     for mix in mixes:
+        runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
+        for _ in range(args.repeat):  # interleaved, so machine noise spreads over all
+            for impl in impls:
+                cmd = [sys.executable, __file__, "--child", "--impl", impl, "--mix", mix]
+                cmd += ["--requests", str(args.requests), "--pending", str(args.pending)]
+                cmd += ["--seed", str(args.seed)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                runs[impl].append(json.loads(out.strip().splitlines()[-1]))
         for impl in impls:
-            cmd = [sys.executable, __file__, "--child", "--impl", impl, "--mix", mix]
-            cmd += ["--requests", str(args.requests), "--pending", str(args.pending)]
-            cmd += ["--seed", str(args.seed)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            r = json.loads(out.strip().splitlines()[-1])
+            r = sorted(runs[impl], key=lambda run: run["enqueue_per_s"])[len(runs[impl]) // 2]
             late = "/".join(f"{x:.0f}" for x in r["lateness_ms"])
             print(
                 f"{impl:10} {mix:5} {r['pending']:>8} {r['enqueue_per_s']:>10.0f}"
-                f" {r['cpu_us_per_request']:>10.2f} {late:>20} {r['expired']:>8}"
+                f" {r['cpu_us_per_request']:>10.2f} {r['gc_us_per_request']:>9.2f}"
+                f" {late:>20} {r['expired']:>8}"
                 f" {r['peak_rss_mib']:>9.0f} {r['bytes_per_pending']:>9.0f}",
+                flush=True,
+            )
+        if "purgatory" in runs and "naive" in runs:
+            pairs = [
+                a["enqueue_per_s"] / b["enqueue_per_s"]
+                for a, b in zip(runs["purgatory"], runs["naive"], strict=True)
+            ]
+            print(
+                f"{mix} mix: purgatory/naive throughput, median {statistics.median(pairs):.2f}x"
+                f" (runs: {', '.join(f'{x:.2f}x' for x in pairs)})",
                 flush=True,
             )
 

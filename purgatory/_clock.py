@@ -21,6 +21,13 @@ starts at 0), which is why an *empty* timer re-bases its wheel on the clock when
 its reaper starts (``async with timer``): a timer made outside the run starts at
 the run's time. A timer holding tasks must stay on one library.
 
+Reading the clock is on the hot path (every ``add``), and most of
+:meth:`LoopClock.now_ms` is finding the running loop: asyncio's
+``_get_running_loop`` makes a ``getpid()`` system call on every call, to notice a
+fork. So while a timer's reaper runs, the timer reads :meth:`LoopClock.pinned`
+instead: the same clock, chosen once for the library the reaper runs on (the
+timer lives there for that long), 270 -> about 110 ns a read.
+
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """
 
@@ -83,6 +90,26 @@ class LoopClock:
             self._loop = loop
             self._time = _time_of(loop)
         return int(self._time() * 1000)
+
+    def pinned(self) -> Callable[[], int]:
+        """A ``now_ms`` bound to the library running now: it reads that clock
+        without looking the running loop up again. O(1) per read.
+
+        The lookup is most of the cost of :meth:`now_ms` (asyncio's
+        ``_get_running_loop`` makes a ``getpid()`` system call to detect forks), so a
+        timer uses this while its reaper runs, when the reaper's loop is the one
+        it lives on; see :meth:`purgatory.SystemTimer.__aenter__`.
+        """
+        loop = running_loop()
+        if loop is None and in_trio_run():
+            time: Callable[[], float] = sys.modules["trio"].current_time
+        else:
+            time = _time_of(loop)
+
+        def now_ms() -> int:
+            return int(time() * 1000)
+
+        return now_ms
 
     def __repr__(self) -> str:
         return f"LoopClock(loop={self._loop!r})"

@@ -3,7 +3,8 @@
 Values below ``2**SUB_BITS`` (64) get a bucket each; above, every power of two is
 split into ``2**SUB_BITS_HIGH`` (8) equal buckets, so a reported quantile is
 within 12.5% of the true value (and exact below 64 ms, the lateness that
-matters most). ``record`` is O(1) with no allocation; quantiles are O(buckets).
+matters most). ``record`` is O(1), allocating only when a value lands beyond every
+bucket so far; quantiles are O(buckets).
 
 Example: 100 falls in the power of two [64, 128), split into buckets of 8:
 bucket [96, 104); reported as 103, its upper edge (never understated).
@@ -41,18 +42,25 @@ class Histogram:
     __slots__ = ("_counts", "count", "max")
 
     def __init__(self) -> None:
-        self._counts: dict[int, int] = {}  # invariant: values sum to count
+        # _counts[b] is bucket b's count; invariant: sums to count. Starts with the
+        # exact buckets and grows when a larger value first arrives.
+        self._counts: list[int] = [0] * _EXACT
         self.count = 0
         self.max = 0  # invariant: the largest value recorded (0 if none)
 
     def record(self, value: int) -> None:
-        """Count ``value`` (negatives count as 0). O(1)."""
-        if value < 0:
-            value = 0
-        b = _bucket(value)
-        counts = self._counts
-        counts[b] = counts.get(b, 0) + 1
+        """Count ``value`` (negatives count as 0). O(1) amortized."""
         self.count += 1
+        if value < _EXACT:  # the common case, kept short: lateness of a few ms
+            if value < 0:
+                value = 0
+            self._counts[value] += 1
+        else:
+            b = _bucket(value)
+            counts = self._counts
+            if b >= len(counts):
+                counts.extend([0] * (b + 1 - len(counts)))
+            counts[b] += 1
         if value > self.max:
             self.max = value
 
@@ -64,12 +72,12 @@ class Histogram:
             return 0
         rank = max(1, round(q * self.count))
         seen = 0
-        for b in sorted(self._counts):
-            seen += self._counts[b]
+        for b, n in enumerate(self._counts):
+            seen += n
             if seen >= rank:
                 return min(_upper(b), self.max)
         return self.max  # pragma: no cover - rank <= count
 
     def _check_invariants(self) -> None:
-        assert sum(self._counts.values()) == self.count
-        assert all(c > 0 for c in self._counts.values())
+        assert sum(self._counts) == self.count
+        assert all(c >= 0 for c in self._counts)

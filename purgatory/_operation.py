@@ -88,7 +88,8 @@ class DelayedOperation(TimerTask, Generic[T]):
     __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_keys", "_expiring")
 
     def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
+        self.delay_ms = delay_ms  # TimerTask.__init__, inlined: one frame less per operation
+        self._list = None
         # invariant: moves PENDING -> COMPLETED or PENDING -> CANCELLED, once
         self._state = _PENDING
         self._outcome: T | None = None  # on_complete's value, once COMPLETED

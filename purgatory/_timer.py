@@ -13,7 +13,8 @@ is never re-entered by it.
 2. while the delay queue's earliest bucket has expired at ``now``: advance the
    wheel to the bucket's expiration and flush the bucket back through
    *reinsert*: each entry goes to the wheel again, landing in a finer bucket,
-   or, refused as due, runs now (unless it was cancelled meanwhile).
+   or, refused as due, runs now (unless it was cancelled meanwhile). A bucket of
+   the finest wheel holds only due entries, so its flush runs them directly.
 
 With ``tick_ms == 1`` a task runs at the first poll at or after its expiration;
 with a coarser tick it may run up to ``tick_ms - 1`` ms before it (its bucket
@@ -181,11 +182,13 @@ class SystemTimer:
             queue = self._queue
             wheel = self._wheel
             reinsert = self._reinsert
+            run_due = self._run_due
             bucket = queue.poll_expired(now_ms)
             while bucket is not None:
                 self._flushed += 1
                 wheel.advance_clock(bucket.expiration_ms)
-                bucket.flush(reinsert)
+                # a finest bucket's tasks are all due: reinsert would only refuse them
+                bucket.flush(run_due if bucket.finest else reinsert)
                 bucket = queue.poll_expired(now_ms)
             ran = self._ran
         finally:
@@ -221,6 +224,7 @@ class SystemTimer:
         """Check every level, bucket and entry, and the shared counter. O(entries)."""
         queued = {id(b) for b in self._queue.buckets()}
         total = self._wheel._check_invariants(queued)
+        assert all(b.finest for b in self._wheel._buckets), "a finest bucket not marked"
         total += self._due._check_invariants()
         assert self._due.expiration_ms == -1
         assert total == self._counter.value, f"counter {self._counter.value}, entries {total}"
@@ -263,7 +267,12 @@ class SystemTimer:
         self._wheel = TimingWheel(self.tick_ms, self.wheel_size, now_ms, self._counter, queue)
 
     async def __aenter__(self) -> SystemTimer:
-        """Start the reaper on the running asyncio loop or trio run (see _reaper)."""
+        """Start the reaper on the running asyncio loop or trio run (see _reaper).
+
+        Until the reaper stops, a :class:`~purgatory.LoopClock` is read pinned to
+        that library (:meth:`~purgatory.LoopClock.pinned`), without finding the
+        running loop again at every ``add``.
+        """
         from ._reaper import Reaper
 
         if self._reaper is not None:
@@ -273,6 +282,9 @@ class SystemTimer:
         reaper = Reaper(self)
         await reaper.start()
         self._reaper = reaper
+        clock = self._clock
+        if isinstance(clock, LoopClock):  # the reaper's library is where we live now
+            self._now_ms = clock.pinned()
         return self
 
     async def __aexit__(
@@ -289,3 +301,4 @@ class SystemTimer:
             return await reaper.exit(exc_type, exc, tb)
         finally:
             self._reaper = None
+            self._now_ms = self._clock.now_ms

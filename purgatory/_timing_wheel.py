@@ -34,6 +34,12 @@ overflow wheel has tick 3, interval 9; its overflow tick 9, interval 27::
 
 A bucket is offered to the delay queue only when its expiration changes, which
 happens once per rotation of its wheel, so the queue holds buckets, not tasks.
+
+The buckets of the finest wheel (level 0, the one the timer makes) are marked
+``finest``: every task in one expires within its tick, so by the time the bucket
+expires all of them are due, and the timer runs them straight from the flush
+instead of offering each to ``add`` only to have it refused (one call fewer per
+expiring task; in the example above, the runs at 2, 5 and 20).
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class TimingWheel:
         start_ms: int,
         counter: TaskCounter,
         queue: DelayQueue,
+        *,
+        finest: bool = True,
     ) -> None:
         for name, value in (("tick_ms", tick_ms), ("wheel_size", wheel_size)):
             if type(value) is not int or value <= 0:
@@ -78,7 +86,7 @@ class TimingWheel:
         self.current_ms = start_ms - start_ms % tick_ms
         self._counter = counter
         self._queue = queue
-        self._buckets = [TimerTaskList(counter) for _ in range(wheel_size)]
+        self._buckets = [TimerTaskList(counter, finest=finest) for _ in range(wheel_size)]
         # invariant: None, or a wheel with tick_ms == self.interval_ms and
         # current_ms == self.current_ms rounded down to its tick
         self.overflow: TimingWheel | None = None
@@ -86,7 +94,12 @@ class TimingWheel:
     def _add_overflow_wheel(self) -> TimingWheel:
         if self.overflow is None:
             self.overflow = TimingWheel(
-                self.interval_ms, self.wheel_size, self.current_ms, self._counter, self._queue
+                self.interval_ms,
+                self.wheel_size,
+                self.current_ms,
+                self._counter,
+                self._queue,
+                finest=False,
             )
         return self.overflow
 
@@ -167,6 +180,7 @@ class TimingWheel:
         if overflow is not None:
             assert overflow.tick_ms == self.interval_ms
             assert overflow.wheel_size == self.wheel_size
+            assert not any(b.finest for b in overflow._buckets), "a coarse bucket marked finest"
             assert overflow.current_ms == self.current_ms - self.current_ms % overflow.tick_ms, (
                 "overflow wheel's time is not this wheel's, rounded"
             )

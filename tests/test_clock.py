@@ -1,0 +1,72 @@
+"""LoopClock: which clock it reads, and the pinned read a running reaper uses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from purgatory import LoopClock, SystemTimer
+
+OFFSET_S = 5_000.0  # a loop whose clock runs this far ahead of time.monotonic()
+
+
+class AheadLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop with a clock of its own, as time-travelling test loops have."""
+
+    def time(self) -> float:
+        return time.monotonic() + OFFSET_S
+
+
+def test_outside_any_loop_the_clock_is_monotonic() -> None:
+    clock = LoopClock()
+    before = int(time.monotonic() * 1000)
+    assert before <= clock.now_ms() <= int(time.monotonic() * 1000)
+    assert before <= clock.pinned()() <= int(time.monotonic() * 1000)
+
+
+def test_the_clock_follows_a_loop_that_keeps_its_own_time() -> None:
+    clock = LoopClock()
+
+    async def main() -> tuple[int, int, int]:
+        return clock.now_ms(), clock.pinned()(), int(time.monotonic() * 1000)
+
+    with asyncio.Runner(loop_factory=AheadLoop) as runner:
+        now_ms, pinned_ms, monotonic_ms = runner.run(main())
+    ahead_ms = int(OFFSET_S * 1000)
+    assert ahead_ms - 1 <= now_ms - monotonic_ms <= ahead_ms
+    assert ahead_ms - 1 <= pinned_ms - monotonic_ms <= ahead_ms
+    assert clock.now_ms() < now_ms  # back outside: monotonic again
+
+
+@pytest.mark.asyncio
+async def test_a_running_reaper_pins_the_timers_clock_and_leaving_unpins_it() -> None:
+    timer = SystemTimer("pinned")
+    clock = timer.clock
+    assert isinstance(clock, LoopClock)
+    assert timer._now_ms == clock.now_ms  # follows the running loop at every read
+    async with timer:
+        assert timer._now_ms != clock.now_ms  # bound to the reaper's loop
+        first = clock.now_ms()
+        pinned = timer._now_ms()
+        assert first <= pinned <= clock.now_ms()
+        await asyncio.sleep(0.002)
+        assert timer._now_ms() >= pinned + 2  # it reads the clock, it does not cache it
+    assert timer._now_ms == clock.now_ms
+
+
+def test_on_trio_the_pinned_clock_reads_the_runs_clock() -> None:
+    seen: list[int] = []
+
+    async def main() -> None:
+        timer = SystemTimer("trio")
+        async with timer:
+            seen.append(timer._now_ms())
+            await trio.sleep(7)  # virtual: the mock clock jumps
+            seen.append(timer._now_ms())
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert seen == [0, 7_000]
