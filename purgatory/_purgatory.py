@@ -444,11 +444,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             self._num_delayed -= 1
         if op._expiring:
             self._expired += 1
-            timer = self.timer
-            now_ms = timer._poll_now_ms  # timer.poll_now_ms(), inlined: the expiry path
-            if now_ms is None:
-                now_ms = timer._now_ms()
-            self._lateness.record(now_ms - op.expiration_ms)
+            self._lateness.record(self.timer.poll_now_ms() - op.expiration_ms)
         else:
             self._completed_early += 1
         if self._estimated - self._num_delayed > self.purge_interval:
