@@ -26,7 +26,7 @@ Reading the clock is on the hot path (every ``add``), and most of
 ``_get_running_loop`` makes a ``getpid()`` system call on every call, to notice a
 fork. So while a timer's reaper runs, the timer reads :meth:`LoopClock.pinned`
 instead: the same clock, chosen once for the library the reaper runs on (the
-timer lives there for that long), 270 -> about 110 ns a read.
+timer lives there for that long): 255 -> 113 ns a read (BENCHMARKS.md).
 
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """
