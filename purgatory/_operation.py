@@ -33,6 +33,12 @@ the abort callback of ``wait_task_rescheduled`` removes its waiter. Either way, 
 operation cancelled by the purgatory (``cancel_for_key``, or ``close``: then
 :class:`~purgatory.PurgatoryClosedError`) fails every awaiter with that error.
 
+An operation never given to a purgatory can be awaited too: nothing watches or
+times it, so it completes only when someone calls ``force_complete()`` (its
+awaiters then get ``on_complete``'s value) and otherwise waits for ever; give it
+to a purgatory (``try_complete_else_watch``) for a timeout. Its ``delay_ms`` means
+nothing until then.
+
 Exceptions: an exception raised by ``on_complete()`` propagates to whoever called
 ``force_complete()``; the operation is COMPLETED all the same, and its awaiters
 raise that exception. (The purgatory and the timer, which run callbacks for many

@@ -24,22 +24,37 @@ The reaper (:mod:`purgatory._reaper`) calls ``poll`` when the earliest bucket
 expires and sleeps otherwise; :meth:`SystemTimer.advance_clock` is Kafka's
 ``advanceClock(timeoutMs)`` for code that drives the timer itself.
 
+Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
+``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
+wait, however overdue; the first poll (or a reaper started later) runs every
+task that is due by then, late rather than never.
+
 Exceptions raised by tasks never unwind the timer: they go to the running loop's
 exception handler (inside a trio run: to the ``"purgatory"`` logger), or, with no
 loop running, are raised by ``poll`` after the whole pass is done (one exception
-as itself, several as an ExceptionGroup).
+as itself, several as an ExceptionGroup). That holds for every ``BaseException``
+a task raises (an asyncio ``CancelledError``, a ``trio.Cancelled``, a
+``GeneratorExit``: a task raising one is a bug of that task, since the reaper's
+own cancellation arrives at the reaper's await, never inside a task), except
+``KeyboardInterrupt`` and ``SystemExit``: those end the pass at once and
+propagate, as Python expects, with the timer consistent. The task that raised
+counts as run; the interrupted bucket (or due list) goes back to the delay queue
+with the tasks it still holds, so the next poll runs them. ``poll`` refuses to
+run inside a task it is running (RuntimeError), which would otherwise re-flush
+the very bucket being flushed.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ._clock import Clock, LoopClock
 from ._delay_queue import DelayQueue
-from ._loop import raise_collected, report_exception
+from ._loop import logger, raise_collected, report_exception
 from ._timer_list import TaskCounter, TimerTask, TimerTaskList
 from ._timing_wheel import TimingWheel
 
@@ -53,15 +68,23 @@ DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
 
 
-def _coerce_delay(delay: object) -> int:
-    """A task's delay as int milliseconds; finite floats round up (never early)."""
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-        raise TypeError(f"delay_ms must be an int, not {type(delay).__name__}")
+def coerce_delay(delay: object) -> int:
+    """A task's delay as int milliseconds; finite floats round up (never early).
+
+    Integers are ``int`` or anything with ``__index__`` (a NumPy integer, say), bool
+    excepted; anything else is refused with TypeError, NaN and infinities with
+    ValueError. O(1).
+    """
     if isinstance(delay, float):
         if not math.isfinite(delay):
             raise ValueError(f"delay_ms must be finite, not {delay!r}")
         return math.ceil(delay)
-    return int(delay)
+    if not isinstance(delay, bool):
+        try:
+            return operator.index(delay)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise TypeError(f"delay_ms must be an integer, not {type(delay).__name__}")
 
 
 class SystemTimer:
@@ -140,7 +163,7 @@ class SystemTimer:
         """
         delay = task.delay_ms
         if delay.__class__ is not int:
-            delay = _coerce_delay(delay)
+            delay = coerce_delay(delay)
         expiration_ms = self._now_ms() + delay
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
@@ -165,8 +188,13 @@ class SystemTimer:
         """Run everything due at ``clock.now_ms()``, cascading buckets; return how many ran.
 
         O(buckets expired * log buckets + entries flushed). Exceptions from tasks
-        are reported (see the module doc); the pass always completes.
+        are reported (see the module doc) and the pass goes on, except
+        ``KeyboardInterrupt`` and ``SystemExit``, which end it at once: the tasks
+        it did not reach stay scheduled for the next poll. A task that calls
+        ``poll`` (or ``advance_clock``) of the timer running it gets RuntimeError.
         """
+        if self._poll_now_ms is not None:
+            raise RuntimeError(f"poll() of timer {self.name!r} called from a task it is running")
         now_ms = self._now_ms()
         self._poll_now_ms = now_ms
         errors: list[BaseException] = []
@@ -176,9 +204,12 @@ class SystemTimer:
         try:
             due = self._due
             if due:
-                fresh = TimerTaskList(self._counter)
-                self._due = fresh  # tasks made due while these run wait for the next poll
-                due.flush(self._run_due)
+                self._due = TimerTaskList(self._counter)  # made due meanwhile: next poll
+                try:
+                    due.flush(self._run_due)
+                except BaseException:
+                    self._keep_due(due)
+                    raise
             queue = self._queue
             wheel = self._wheel
             reinsert = self._reinsert
@@ -187,22 +218,58 @@ class SystemTimer:
             while bucket is not None:
                 self._flushed += 1
                 wheel.advance_clock(bucket.expiration_ms)
-                # a finest bucket's tasks are all due: reinsert would only refuse them
-                bucket.flush(run_due if bucket.finest else reinsert)
+                try:
+                    # a finest bucket's tasks are all due: reinsert would only refuse them
+                    bucket.flush(run_due if bucket.finest else reinsert)
+                except BaseException:
+                    self._keep_bucket(bucket)
+                    raise
                 bucket = queue.poll_expired(now_ms)
             ran = self._ran
+        except BaseException:
+            # KeyboardInterrupt or SystemExit from a task: what the pass collected
+            # so far must not vanish with it
+            for exc in errors:
+                logger.error("%s", f"Exception in timer task of {self.name!r}", exc_info=exc)
+            raise
         finally:
             self._errors = None
             self._poll_now_ms = None
         raise_collected(f"{len(errors)} timer tasks of {self.name!r} failed", errors)
         return ran
 
+    def _keep_due(self, interrupted: TimerTaskList) -> None:
+        """A pass over the due list was interrupted: its remaining tasks, then the
+        ones made due meanwhile, are the due list again. O(tasks made due meanwhile)."""
+        fresh = self._due
+        self._due = interrupted
+        while fresh:
+            task = fresh._next
+            assert isinstance(task, TimerTask)
+            interrupted.add(task, task.expiration_ms)  # moves it, order kept
+
+    def _keep_bucket(self, bucket: TimerTaskList) -> None:
+        """A flush was interrupted: queue the bucket again with what it still holds,
+        so the next poll takes it up where this one stopped. O(log buckets)."""
+        if bucket:
+            self._queue.offer(bucket)
+        else:
+            bucket.expiration_ms = -1  # what the flush would have ended with
+
     def _run_due(self, task: TimerTask) -> None:
-        """Run a task just taken out of its bucket (flush unlinked it)."""
+        """Run a task just taken out of its bucket (flush unlinked it).
+
+        Anything it raises is a task error, reported, except ``KeyboardInterrupt``
+        and ``SystemExit``, which propagate: an asyncio ``CancelledError`` or a
+        ``trio.Cancelled`` raised by a task is its own bug, never the cancellation
+        of the reaper (which arrives at the reaper's own await, not in here).
+        """
         self._ran += 1
         try:
             task.run()
-        except Exception as exc:  # noqa: BLE001 - reported, never lost
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported, never lost
             report_exception(
                 f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
             )

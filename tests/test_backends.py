@@ -405,6 +405,45 @@ async def test_expiry_callback_raising_never_kills_the_reaper() -> None:
     assert [str(e) for e in seen] == ["bad failed"]
 
 
+def _callback_errors(backend: str) -> list[BaseException]:
+    """BaseExceptions a hostile callback may raise that are not interrupts."""
+    errors: list[BaseException] = [asyncio.CancelledError("cb"), GeneratorExit("cb")]
+    if backend == "trio":
+        errors.append(trio.Cancelled._create())  # as if raised synchronously by hand
+    return errors
+
+
+async def test_a_base_exception_from_a_callback_never_kills_the_reaper(
+    anyio_backend_name: str,
+) -> None:
+    raised = _callback_errors(anyio_backend_name)
+
+    class RaisesOnExpiry(MockOp):
+        def on_expiration(self) -> None:
+            raise raised[int(self.name)]
+
+    class RaisesOnRun(TimerTask):
+        def __init__(self, delay_ms: int, error: BaseException) -> None:
+            super().__init__(delay_ms)
+            self.error = error
+
+        def run(self) -> None:
+            raise self.error
+
+    with reported_errors() as seen:
+        async with DelayedOperationPurgatory[MockOp]("p") as p:
+            for i, error in enumerate(raised):
+                p.try_complete_else_watch(RaisesOnExpiry(5 + i, str(i)), ["k"])
+                p.timer.add(RaisesOnRun(5 + i, error))
+            after = MockOp(60, "after")
+            p.try_complete_else_watch(after, ["k"])
+            with anyio.fail_after(10):
+                assert await after == "after:expired"
+            assert running_reapers("p") == 1
+    assert running_reapers("p") == 0
+    assert sorted(map(id, seen)) == sorted(map(id, raised + raised))
+
+
 @pytest.mark.parametrize("anyio_backend", ["trio"])  # asyncio: the loop's handler
 async def test_on_trio_errors_are_logged_under_purgatory(
     caplog: pytest.LogCaptureFixture,

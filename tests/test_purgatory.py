@@ -105,6 +105,16 @@ def test_an_unawaited_operation_has_no_future(clock: ManualClock) -> None:
     assert op.result() == "op:expired"
 
 
+@pytest.mark.asyncio
+async def test_an_operation_never_given_to_a_purgatory_completes_only_by_force() -> None:
+    op = MockOp(1)  # its delay means nothing: no timer holds it
+    waiting = asyncio.ensure_future(op)
+    await asyncio.sleep(0.02)
+    assert not waiting.done() and not op.is_done
+    assert op.force_complete()
+    assert await waiting == "op:done"
+
+
 def test_result_while_pending_and_await_without_a_loop() -> None:
     op = MockOp(5)
     with pytest.raises(RuntimeError, match="pending"):
