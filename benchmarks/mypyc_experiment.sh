@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measure what compiling the timer core with mypyc would buy (not shipped; see BENCHMARKS.md).
 # Copies the package to a scratch folder, lets TimerTask & co. be subclassed from Python,
-# compiles _timer_list, _timing_wheel, _delay_queue and _timer, and runs timer_bench.py
+# compiles core timer_list, timing_wheel, delay_queue and timer, and runs timer_bench.py
 # against the compiled copy and then against the pure package, one after the other.
 # Needs mypy (the dev extra) and a C compiler.
 set -euo pipefail
@@ -12,7 +12,7 @@ trap 'rm -rf "$scratch"' EXIT
 cp -r "$here/../purgatory" "$scratch/"
 cd "$scratch"
 "$python" - <<'PY'
-path = "purgatory/_timer_list.py"
+path = "purgatory/core/timer_list.py"
 src = open(path).read()
 src = src.replace(
     "from collections.abc import Callable, Iterator\n",
@@ -27,8 +27,8 @@ cat > setup.py <<'PY'
 from mypyc.build import mypycify
 from setuptools import setup
 
-modules = ["_timer_list", "_timing_wheel", "_delay_queue", "_timer"]
-setup(name="mypyc-experiment", ext_modules=mypycify([f"purgatory/{m}.py" for m in modules]))
+modules = ["timer_list", "timing_wheel", "delay_queue", "timer", "report", "clock"]
+setup(name="mypyc-experiment", ext_modules=mypycify([f"purgatory/core/{m}.py" for m in modules]))
 PY
 "$python" setup.py -q build_ext --inplace > build.log 2>&1 || { cat build.log; exit 1; }
 echo "== compiled (mypyc) =="

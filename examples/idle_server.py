@@ -3,7 +3,7 @@
 Usage: python examples/idle_server.py [--host 127.0.0.1] [--port 8888]
        [--timeout-ms 30000] [--tick-ms 10] [--report-s 5] [--run-for-s S] [--uvloop]
 
-Every received chunk touches its connection in an :class:`~purgatory._idle.IdleTracker`
+Every received chunk touches its connection in an :class:`~purgatory.IdleTracker`
 (one dictionary lookup and one clock read, no timer operation); a connection
 silent for ``--timeout-ms`` gets the line ``idle timeout, goodbye`` and is
 closed, within a timer tick of its deadline. Received bytes are discarded. The
@@ -107,6 +107,11 @@ class IdleServer:
     @property
     def tracker(self) -> IdleTracker[_Connection]:
         return self._tracker
+
+    @property
+    def timer(self) -> SystemTimer:
+        """The timer the tracker runs on (the server's own unless one was given)."""
+        return self._timer
 
     @property
     def timeout_ms(self) -> int:

@@ -3,16 +3,23 @@
 A hierarchical timing wheel (:class:`SystemTimer`) with a reaper coroutine, and
 the purgatory (:class:`DelayedOperationPurgatory`) that holds delayed operations
 under keys until they complete early or expire.
+
+The package is two layers: :mod:`purgatory.core`, synchronous, importing no
+event loop (the timer, operations, watcher lists, the idle tracker), and
+:mod:`purgatory.aio`, the async shell (the reaper, backends for asyncio and
+trio, awaiting). The names below are the public API of both.
 """
 
-from ._clock import Clock, LoopClock
-from ._errors import OperationCancelledError, PurgatoryClosedError
-from ._idle import IdleTracker
-from ._keys import TopicPartition
-from ._operation import DelayedOperation
-from ._purgatory import DelayedOperationPurgatory, PurgatoryStatistics
-from ._timer import SystemTimer
-from ._timer_list import TimerTask
+from .aio.clock import LoopClock
+from .aio.operation import DelayedOperation
+from .aio.purgatory import DelayedOperationPurgatory
+from .aio.timer import SystemTimer
+from .core.clock import Clock
+from .core.errors import OperationCancelledError, PurgatoryClosedError
+from .core.idle import IdleTracker
+from .core.keys import TopicPartition
+from .core.purgatory import PurgatoryStatistics
+from .core.timer_list import TimerTask
 
 __all__ = [
     "Clock",

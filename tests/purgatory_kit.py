@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer
+from collections.abc import Callable
+
+from purgatory import (
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    SystemTimer,
+)
+from purgatory.core import Purgatory, WheelTimer
 from purgatory.testing import ManualClock
 
 
@@ -33,8 +40,49 @@ class MockOp(DelayedOperation[str]):
 
 def manual_purgatory(
     clock: ManualClock, purge_interval: int = 1000, **kwargs: int
-) -> DelayedOperationPurgatory[MockOp]:
-    timer = SystemTimer("test", clock=clock, **kwargs)
-    return DelayedOperationPurgatory(
-        "test", timer=timer, purge_interval=purge_interval, reaper_enabled=False
-    )
+) -> Purgatory[MockOp]:
+    """The synchronous core's purgatory on a core timer: drive it with clock + poll."""
+    timer = WheelTimer("test", clock=clock, **kwargs)
+    return Purgatory("test", timer=timer, purge_interval=purge_interval)
+
+
+def manual_shell_purgatory(clock: ManualClock) -> DelayedOperationPurgatory[MockOp]:
+    """The async shell's purgatory on a manual clock, its reaper off."""
+    timer = SystemTimer("test", clock=clock)
+    return DelayedOperationPurgatory("test", timer=timer, reaper_enabled=False)
+
+
+class Raising(MockOp):
+    def __init__(self, delay_ms: int, where: str) -> None:
+        super().__init__(delay_ms, where)
+        self.where = where
+
+    def try_complete(self) -> bool:
+        if self.where == "try_complete":
+            raise RuntimeError("try_complete failed")
+        return super().try_complete()
+
+    def on_complete(self) -> str:
+        super().on_complete()
+        if self.where == "on_complete":
+            raise RuntimeError("on_complete failed")
+        return "fine"
+
+
+class Hostile(MockOp):
+    """An operation whose ``try_complete`` runs ``action`` (once) first."""
+
+    def __init__(self, delay_ms: int, name: str = "hostile") -> None:
+        super().__init__(delay_ms, name)
+        self.action: Callable[[], object] | None = None
+        self.seen: list[object] = []
+
+    def try_complete(self) -> bool:
+        action, self.action = self.action, None
+        if action is not None:
+            self.seen.append(action())
+        return super().try_complete()
+
+
+async def await_outcome(op: MockOp) -> str:
+    return await op

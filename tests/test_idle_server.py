@@ -175,7 +175,7 @@ async def test_close_says_goodbye_to_every_connection() -> None:
     clients: list[Client] = []
     async with running(server, clients):
         await server.start()
-        timer = server.tracker.timer
+        timer = server.timer
         assert timer.reaper_wakeups >= 0 and "reaper=running" in repr(timer)
         clients += await connect_many(server.port, 20)
         await wait_until(lambda: server.connections == 20, GENEROUS_S)

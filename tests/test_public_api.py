@@ -13,7 +13,13 @@ import pytest
 
 import purgatory
 
-PACKAGES = ["purgatory", "purgatory.broker", "purgatory.analytics"]
+PACKAGES = [
+    "purgatory",
+    "purgatory.core",
+    "purgatory.aio",
+    "purgatory.broker",
+    "purgatory.analytics",
+]
 
 
 def public_names(module: ModuleType) -> set[str]:

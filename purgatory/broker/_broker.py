@@ -44,10 +44,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from .._clock import Clock, LoopClock
-from .._keys import TopicPartition
-from .._purgatory import DelayedOperationPurgatory
-from .._timer import SystemTimer
+from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TopicPartition
 from ._delayed import (
     DelayedFetch,
     DelayedProduce,

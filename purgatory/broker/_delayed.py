@@ -30,8 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from .._keys import TopicPartition
-from .._operation import DelayedOperation
+from .. import DelayedOperation, TopicPartition
 from ._log import OffsetOutOfRangeError
 from ._replication import ErrorCode, LeaderPartition
 

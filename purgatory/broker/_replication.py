@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from .._keys import TopicPartition
+from .. import TopicPartition
 from ._log import PartitionLog
 from .records import BytesLike
 

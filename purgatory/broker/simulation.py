@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._keys import TopicPartition
+from .. import TopicPartition
 from ._broker import Broker
 from ._delayed import DelayedProduce, FetchPartitionStatus
 from ._log import PartitionLog

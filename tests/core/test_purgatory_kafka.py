@@ -7,7 +7,7 @@ import pytest
 from purgatory import TopicPartition
 from purgatory.testing import ManualClock
 
-from .purgatory_kit import MockOp, manual_purgatory
+from ..purgatory_kit import MockOp, manual_purgatory
 
 T1, T2, T3 = (TopicPartition("test", i) for i in (1, 2, 3))
 

@@ -1,4 +1,6 @@
-"""DelayedOperationPurgatory: operations watched under keys, completed early or on timeout.
+"""Purgatory: operations watched under keys, completed early or on timeout (the
+synchronous core of :class:`purgatory.DelayedOperationPurgatory`, which adds
+``async with``, ``close()`` and ``call_threadsafe``).
 
 Each key (a :class:`~purgatory.TopicPartition`, or any hashable) has a *watcher
 list* of the operations waiting on it. An operation may wait on several keys.
@@ -14,17 +16,26 @@ list* of the operations waiting on it. An operation may wait on several keys.
 ``check_and_complete(key)``, called when something happened on ``key``, walks the
 key's list: operations already completed elsewhere are dropped (not counted),
 the others are tried; completed ones leave the list, an emptied key is removed.
-The list is detached while its callbacks run, so a callback may watch new
-operations on the same key or complete others without corrupting the walk.
+The walk goes over a copy of the list while the list stays where it is, and
+every removal is "pop it if it is still there", counted only when it was: so a
+callback may call the purgatory re-entrantly, on the walked key too, and each
+call does what it says. A nested ``check_and_complete(key)`` completes what is
+ready (the outer walk then finds those done and skips them);
+``cancel_for_key(key)`` cancels the key's pending operations (it empties the
+list in place, so the outer walk finds nothing left to remove); a purge removes
+done operations in place; a newly watched operation joins the live list and
+waits for the next walk.
 
 Lazy deletion and the purge. An operation completed through one key (or by the
 timer, or directly) still sits in its other keys' lists. Like Kafka, those
 entries are removed lazily: by a later ``check_and_complete`` on that key, or by
 the *purge*: when the estimate of watched operations minus ``num_delayed``
 exceeds ``purge_interval``, the estimate is reset to ``num_delayed`` and the
-completed operations leave every list. Kafka checks this in a reaper thread that
-wakes every 200 ms; here the check is O(1) bookkeeping on every completion of a
-watched operation (deferred to the end of the running purgatory call, if any), so
+completed (and cancelled) operations leave every list. Kafka checks this in a
+reaper thread that wakes every 200 ms; here the check is O(1) bookkeeping on
+every completion or cancellation of a watched operation (a cancellation leaves
+the timer like a completion, so it moves the estimate the same way: operations
+only ever cancelled are purged too; deferred to the end of the running purgatory call, if any), so
 the memory held by completed operations stays bounded by about ``purge_interval``
 operations even when the timer never wakes.
 
@@ -40,60 +51,54 @@ watched 6, estimate 3, num_delayed 3. Completing r2 and r3 directly: num_delayed
 1, estimate - num_delayed = 2 > 1: purge: t1 [r1], t2 gone, t3 gone; watched 1.
 
 Callbacks and exceptions. An exception raised by an operation's callback while
-the purgatory walks many operations (``check_and_complete``, the purge, expiry
-by the timer) is caught for that operation and sent to the running loop's
-exception handler (on trio: logged on the ``"purgatory"`` logger, see
-:mod:`purgatory._loop`; with no loop running: raised after the walk, one
-exception as itself, several as an ExceptionGroup); the other operations proceed, and the
-failing operation is left consistent: pending and watched if ``try_complete``
-raised, completed (its awaiters raising the exception) if ``on_complete`` did.
-In ``try_complete_else_watch`` the exception goes to the caller, after the
-operation has been added to the timer if it was already being watched.
+the purgatory walks many operations (``check_and_complete``, expiry by the
+timer) is caught for that operation and handed to ``report_exception`` (the
+core: raised after the walk, one exception as itself, several as an
+ExceptionGroup, see :mod:`.report`; the async shell: the running loop's
+exception handler, on trio the ``"purgatory"`` logger); the other operations
+proceed, and the failing operation is left consistent: pending and watched if
+``try_complete`` raised, completed (its awaiters raising the exception) if
+``on_complete`` did. That covers every ``BaseException`` (a ``CancelledError``,
+``trio.Cancelled`` or ``GeneratorExit`` raised by a callback is its bug) but
+``KeyboardInterrupt`` and ``SystemExit``, which propagate at once: the walk
+stops, the operations it did not reach stay pending and watched, and
+``_check_invariants()`` holds. In ``try_complete_else_watch`` the exception
+goes to the caller, after the operation has been added to the timer if it was
+already being watched (if the first ``try_complete`` raised, nothing was
+watched and the operation may be given again).
 
-Threads. All methods must run on the event loop's thread. Code on another thread
-(a replication thread, a blocking I/O pool) uses :meth:`call_threadsafe`, e.g.
-``p.call_threadsafe(p.check_and_complete, key)``, which runs the call on the
-purgatory's loop (asyncio: ``loop.call_soon_threadsafe``; trio: the run's
-``TrioToken.run_sync_soon``) and returns a ``concurrent.futures.Future`` of its
-result.
+Validation. ``try_complete_else_watch`` checks everything before it changes
+anything: the keys (at least one, each hashable: TypeError names the first
+unhashable one), the delay (what the timer's ``add`` accepts: an ``int``, any
+integer with ``__index__`` such as NumPy's, or a finite float rounded up; bool,
+NaN, infinities and strings are refused, see :func:`.timer.coerce_delay`), and
+the operation (not done, not in any purgatory: it is claimed before its first
+``try_complete``, so handing it again from its own ``try_complete`` is refused
+too). On any of these errors nothing is watched, timed or counted.
 
-Backends. ``async with purgatory`` binds it to the running library: an asyncio
-loop (asyncio, uvloop, anyio on asyncio) or a trio run (trio, anyio on trio); the
-purgatory itself is synchronous and the same on both. See :mod:`purgatory._reaper`
-for the reaper's task on each and :mod:`purgatory._operation` for awaiting.
-
-Closing. Leaving ``async with`` (or :meth:`close`) cancels every pending
-operation: its timer task is removed and its awaiters raise
-:class:`~purgatory.PurgatoryClosedError`, on every backend; then the reaper stops.
-Operations are not expired at close: a caller that wants a timeout answer at
-shutdown can catch the error. The exception that ended the block comes out of
-``async with`` as itself, on trio too (the reaper's nursery does not wrap it).
-If the block is cancelled (``task.cancel()``, an anyio or trio cancel scope),
-the exit still cancels the pending operations before the cancellation goes on.
-On asyncio :meth:`close` also waits for the reaper's task to end; on trio the
-reaper's nursery can only close in the block that opened it, so there ``close()``
-stops the reaper (it polls no more) and leaving ``async with`` closes the nursery:
-on trio, use ``async with``, not ``__aenter__`` and ``close()``.
+Threads and loops. The purgatory is synchronous and single-threaded: all its
+methods run on one thread, the event loop's under the async shell. It never
+awaits; it runs callbacks, and the timer it is given runs its expiries.
+Closing (:meth:`Purgatory.shutdown`) cancels every pending operation (its
+awaiters raise :class:`~.errors.PurgatoryClosedError`) and refuses new ones; the
+async shell's ``close()`` and ``async with`` exit call it, then stop the reaper.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from ._errors import OperationCancelledError, PurgatoryClosedError
-from ._histogram import Histogram
-from ._loop import in_trio_run, raise_collected, report_exception, running_loop
-from ._operation import DelayedOperation
-from ._timer import SystemTimer, coerce_delay
+from .errors import OperationCancelledError, PurgatoryClosedError
+from .histogram import Histogram
+from .operation import Operation
+from .report import collect, raise_collected
+from .timer import Timer, coerce_delay
 
-__all__ = ["DelayedOperationPurgatory", "PurgatoryStatistics"]
+__all__ = ["DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
 
-Op = TypeVar("Op", bound=DelayedOperation[Any])
-R = TypeVar("R")
+Op = TypeVar("Op", bound=Operation[Any])
 
 #: Kafka's default: purge once this many completed operations may be watched.
 DEFAULT_PURGE_INTERVAL = 1000
@@ -101,7 +106,7 @@ DEFAULT_PURGE_INTERVAL = 1000
 
 @dataclass(frozen=True, slots=True)
 class PurgatoryStatistics:
-    """A snapshot of a purgatory's counters (see :meth:`DelayedOperationPurgatory.statistics`)."""
+    """A snapshot of a purgatory's counters (see :meth:`Purgatory.statistics`)."""
 
     name: str
     watched: int  #: sum of watcher-list lengths (Kafka's PurgatorySize)
@@ -118,29 +123,27 @@ class PurgatoryStatistics:
     lateness_p99_ms: int  #: 99th percentile expiry lateness
 
 
-class DelayedOperationPurgatory(Generic[Op]):
+class Purgatory(Generic[Op]):
     """Holds delayed operations under keys until they complete or expire; see module doc.
 
-    ``timer=None`` makes a ``SystemTimer(name)``. With ``reaper_enabled``,
-    ``async with`` runs the timer's reaper; with ``timer_enabled=False``
-    operations are never added to the timer (they complete only through keys).
+    ``timer`` expires them (any :class:`~.timer.Timer`; whoever owns it polls it
+    or runs its reaper); with ``timer_enabled=False`` operations are never added
+    to the timer (they complete only through keys).
     """
 
     def __init__(
         self,
         name: str = "purgatory",
         *,
-        timer: SystemTimer | None = None,
+        timer: Timer,
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
-        reaper_enabled: bool = True,
         timer_enabled: bool = True,
     ) -> None:
         if type(purge_interval) is not int or purge_interval < 0:
             raise ValueError(f"purge_interval must be a non-negative int, not {purge_interval!r}")
         self.name = name
-        self.timer = SystemTimer(name) if timer is None else timer
+        self.timer = timer
         self.purge_interval = purge_interval
-        self.reaper_enabled = reaper_enabled
         self.timer_enabled = timer_enabled
         # invariant: no empty list; each list holds operations watched on its key,
         # oldest first (a dict used as an ordered set: O(1) removal of any one)
@@ -159,10 +162,6 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._purged = 0
         self._purges = 0
         self._lateness = Histogram()
-        # set while entered: how another thread schedules a call on our loop or run
-        self._call_soon_threadsafe: Callable[[Callable[[], None]], object] | None = None
-        self._on_trio = False
-        self._reaper_owned = False
         self._closed = False
 
     # -- the API -------------------------------------------------------------
@@ -252,7 +251,7 @@ class DelayedOperationPurgatory(Generic[Op]):
                     except (KeyboardInterrupt, SystemExit):
                         raise
                     except BaseException as exc:  # noqa: BLE001 - reported; the walk goes on
-                        report_exception(
+                        self.report_exception(
                             f"try_complete of {op!r} in purgatory {self.name!r} failed",
                             exc,
                             errors,
@@ -346,93 +345,15 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._purges += 1
         return removed
 
-    def call_threadsafe(self, fn: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
-        """Run ``fn(*args)`` on the purgatory's loop from any thread; a future of its result.
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`shutdown` ran: the purgatory takes no more operations. O(1)."""
+        return self._closed
 
-        The loop is the one the purgatory was entered on (``async with``): asyncio's
-        ``loop.call_soon_threadsafe``, or on trio ``TrioToken.run_sync_soon`` (as
-        ``trio.from_thread.run_sync`` does, without blocking the calling thread).
-        """
-        schedule = self._call_soon_threadsafe
-        if schedule is None:
-            raise RuntimeError(f"purgatory {self.name!r} is not running on a loop")
-        result: concurrent.futures.Future[R] = concurrent.futures.Future()
-        on_trio = self._on_trio
-
-        def call() -> None:
-            if not result.set_running_or_notify_cancel():
-                return
-            try:
-                result.set_result(fn(*args))
-            except BaseException as exc:
-                result.set_exception(exc)
-                # asyncio: KeyboardInterrupt & co. also stop the loop, as they would
-                # from any callback; trio would turn them into TrioInternalError
-                if not isinstance(exc, Exception) and not on_trio:
-                    raise
-
-        schedule(call)
-        return result
-
-    # -- lifecycle -----------------------------------------------------------
-
-    async def __aenter__(self) -> DelayedOperationPurgatory[Op]:
-        """Bind to the running asyncio loop or trio run; start the timer's reaper
-        (if ``reaper_enabled`` and none runs)."""
-        loop = running_loop()
-        if loop is not None:
-            self._call_soon_threadsafe = loop.call_soon_threadsafe
-            self._on_trio = False
-        elif in_trio_run():
-            from ._trio import threadsafe_scheduler
-
-            self._call_soon_threadsafe = threadsafe_scheduler()
-            self._on_trio = True
-        else:
-            raise RuntimeError("no running event loop")
-        if self.reaper_enabled and self.timer._reaper is None:
-            await self.timer.__aenter__()
-            self._reaper_owned = True
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        """:meth:`close`, then release the reaper; the block's exception goes on as itself."""
-        self._call_soon_threadsafe = None
-        owned, self._reaper_owned = self._reaper_owned, False
-        suppress = False
-        try:
-            self._cancel_pending()
-        finally:
-            if owned:
-                suppress = await self.timer.__aexit__(exc_type, exc, tb)
-        return suppress
-
-    async def close(self) -> None:
-        """Cancel every pending operation (awaiters raise PurgatoryClosedError) and
-        stop the reaper if this purgatory started it. Idempotent.
-
-        asyncio: the reaper's task has ended when this returns. trio: the reaper
-        polls no more; its nursery closes when the ``async with`` block exits
-        (a nursery must close in the block that opened it), so on trio use
-        ``async with`` rather than ``__aenter__`` + ``close()``.
-        """
-        self._cancel_pending()
-        self._call_soon_threadsafe = None
-        if self._reaper_owned:
-            reaper = self.timer._reaper
-            if reaper is None or reaper.stops_fully:
-                self._reaper_owned = False
-                await self.timer.__aexit__(None, None, None)
-            else:
-                reaper.request_stop()
-
-    def _cancel_pending(self) -> None:
-        """Close: cancel every pending operation, once. O(watched)."""
+    def shutdown(self) -> None:
+        """Cancel every pending operation (awaiters raise
+        :class:`~.errors.PurgatoryClosedError`) and refuse new ones. Idempotent.
+        O(watched)."""
         if not self._closed:
             self._closed = True
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
@@ -446,6 +367,18 @@ class DelayedOperationPurgatory(Generic[Op]):
                 for op in listed:
                     self._cancel(op, error)
 
+    def report_exception(
+        self,
+        message: str,
+        exc: BaseException,
+        collected: list[BaseException] | None,
+        **context: Any,
+    ) -> None:
+        """Where a callback's exception goes during a walk: here, into ``collected``
+        (raised when the walk is done). The async shell's purgatory overrides this
+        to report to the running loop. O(1)."""
+        collect(exc, collected)
+
     # -- bookkeeping ---------------------------------------------------------
 
     def _cancel(self, op: Op, error: OperationCancelledError) -> bool:
@@ -458,7 +391,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._done_watched.append(op)
         return True
 
-    def _operation_completed(self, op: DelayedOperation[Any], from_timer: bool) -> None:
+    def _operation_completed(self, op: Operation[Any], from_timer: bool) -> None:
         """Called by ``force_complete`` of an operation given to this purgatory
         (watched, or in its first ``try_complete``): counters and purge. O(1)."""
         if op._keys:  # watched: its entries wait for the purge
@@ -516,6 +449,6 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     def __repr__(self) -> str:
         return (
-            f"<DelayedOperationPurgatory {self.name!r} watched={self._watched} "
+            f"<{type(self).__name__} {self.name!r} watched={self._watched} "
             f"num_delayed={self._num_delayed} keys={len(self._watchers)}>"
         )

@@ -1,4 +1,4 @@
-"""The trio side of the async shell: the reaper's sleep and nursery, awaiting, threads.
+"""The trio backend: trio, and anyio on trio.
 
 Imported only from inside ``trio.run`` (anyio on trio included), never at import
 time of the package: asyncio users never import trio. Everything here maps one
@@ -15,7 +15,15 @@ cancelling one awaiter    ``CancelledError``; its future   ``trio.Cancelled``; i
                           leaves the op                    leaves the op (abort callback)
 errors from callbacks     ``loop.call_exception_handler``  the ``"purgatory"`` logger
 ``call_threadsafe``       ``loop.call_soon_threadsafe``    ``TrioToken.run_sync_soon``
+clock                     ``loop.time()``                  ``trio.current_time()``
 ========================  ===============================  ==============================
+
+Errors from callbacks go to the ``"purgatory"`` logger, at ERROR with the
+traceback: trio has no loop exception handler, and raising into the task group
+that runs the reaper would let one operation's failing callback tear down the
+purgatory and every other request with it (Kafka's purgatory logs and carries
+on; so does asyncio's default handler). Attach a handler to
+``logging.getLogger("purgatory")`` to collect them.
 
 Why trio directly rather than anyio: the two backends anyio supports are asyncio
 and trio, and each has native code here, so anyio would only add a layer on the
@@ -36,33 +44,34 @@ Cancellation on trio:
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import outcome
 import trio
 
-from ._reaper import SleeperBase
+from ...core.operation import Operation
+from ...core.timer import WheelTimer
+from .base import SleeperBase
 
-if TYPE_CHECKING:
-    from ._operation import DelayedOperation
-    from ._reaper import Reaper
-    from ._timer import SystemTimer
-
-__all__ = ["TrioReaperScope", "TrioSleeper", "TrioWaiter", "threadsafe_scheduler", "wait"]
+__all__ = ["TRIO", "TrioBackend", "TrioSleeper", "TrioWaiter"]
 
 T = TypeVar("T")
 
+#: where exceptions from callbacks go on trio (asyncio has its loop's handler)
+logger = logging.getLogger("purgatory")
+
 
 class TrioSleeper(SleeperBase):
-    """trio: sleep in a cancel scope whose deadline is the wake-up; ``wake`` cancels it."""
+    """Sleep in a cancel scope whose deadline is the wake-up; ``wake`` cancels it."""
 
     __slots__ = ("_scope",)
 
-    def __init__(self, timer: SystemTimer) -> None:
+    def __init__(self, timer: WheelTimer) -> None:
         super().__init__(timer)
         self._scope: trio.CancelScope | None = None
 
@@ -74,11 +83,11 @@ class TrioSleeper(SleeperBase):
         with trio.CancelScope() as scope:
             self._scope = scope
             self._arm()
-            timer._sleepers.append(self.notify)
+            timer.add_wakeup(self.notify)
             try:
                 await trio.sleep_forever()
             finally:
-                timer._sleepers.remove(self.notify)
+                timer.remove_wakeup(self.notify)
                 self._scope = None
 
     def _arm(self) -> None:
@@ -89,7 +98,7 @@ class TrioSleeper(SleeperBase):
         if when_ms is None:
             scope.deadline = math.inf
             return
-        delay_ms = when_ms - self._timer._now_ms()
+        delay_ms = when_ms - self._timer.now_ms()
         if delay_ms <= 0:
             scope.cancel()
         else:
@@ -103,28 +112,28 @@ class TrioSleeper(SleeperBase):
             scope.cancel()
 
 
-class TrioReaperScope:
-    """The nursery that runs a reaper's task, open for the ``async with`` block."""
+class _NurseryTask:
+    """The nursery that runs a background task, open for the ``async with`` block."""
 
     __slots__ = ("_manager",)
 
     def __init__(self, manager: AbstractAsyncContextManager[trio.Nursery]) -> None:
         self._manager = manager
 
-    @classmethod
-    async def open(cls, reaper: Reaper, name: str) -> TrioReaperScope:
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        nursery.start_soon(reaper._run, trio.sleep, name=name)
-        return cls(manager)
+    @property
+    def stops_fully(self) -> bool:
+        return False
 
-    async def close(
+    async def join(self) -> None:
+        """A nursery closes only in the block that opened it: see :meth:`exit`."""
+
+    async def exit(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        """Close the nursery (the reaper was asked to stop); see :func:`_only_the_body`."""
+        """Close the nursery (its task was asked to stop); see :func:`_only_the_body`."""
         try:
             return bool(await self._manager.__aexit__(exc_type, exc, tb))
         except BaseExceptionGroup as group:
@@ -148,7 +157,7 @@ def _only_the_body(group: BaseExceptionGroup[BaseException], exc: BaseException)
 
 
 class TrioWaiter(Generic[T]):
-    """One trio task awaiting an operation; quacks like the future ``_settle`` expects."""
+    """One trio task awaiting an operation: a :class:`~purgatory.core.Waiter`."""
 
     __slots__ = ("_done", "_task")
 
@@ -168,26 +177,64 @@ class TrioWaiter(Generic[T]):
         trio.lowlevel.reschedule(self._task, outcome.Error(exc))
 
 
-async def wait(op: DelayedOperation[T]) -> T:
-    """Wait for a pending ``op`` in this trio task. O(1); cancelling it is O(awaiters)."""
+async def _wait(op: Operation[T]) -> T:
+    """Wait for a pending ``op`` in this trio task. O(1); cancelling it is O(waiters)."""
     waiter: TrioWaiter[T] = TrioWaiter(trio.lowlevel.current_task())
-    waiters = op._waiters
-    if waiters is None:
-        op._waiters = [waiter]
-    else:
-        waiters.append(waiter)
+    op.add_waiter(waiter)
 
     def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
-        # cancelled before _settle reached us: forget this waiter only
+        # cancelled before the operation settled: forget this waiter only
         waiter._done = True
-        current = op._waiters
-        if current is not None:
-            current.remove(waiter)
+        op.remove_waiter(waiter)
         return trio.lowlevel.Abort.SUCCEEDED
 
     return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
 
 
-def threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
-    """What ``call_threadsafe`` uses on trio: ``run_sync_soon`` of this run's token."""
-    return trio.lowlevel.current_trio_token().run_sync_soon
+class TrioBackend:
+    """The backend of trio runs; see the module doc. Stateless: one for all runs."""
+
+    __slots__ = ()
+
+    name = "trio"
+
+    def sleeper(self, timer: WheelTimer) -> TrioSleeper:
+        return TrioSleeper(timer)
+
+    async def start_task(
+        self, fn: Callable[[], Coroutine[Any, Any, None]], name: str
+    ) -> _NurseryTask:
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        nursery.start_soon(fn, name=name)
+        return _NurseryTask(manager)
+
+    def yield_now(self) -> Awaitable[None]:
+        return trio.sleep(0)
+
+    def wait(self, op: Operation[T]) -> Generator[Any, None, T]:
+        return (yield from _wait(op).__await__())
+
+    def report(self, message: str, exc: BaseException, context: dict[str, Any]) -> None:
+        details = "".join(f"\n{key}: {value!r}" for key, value in context.items())
+        logger.error(
+            "%s%s",
+            message,
+            details,
+            exc_info=(type(exc), exc, exc.__traceback__),
+            extra={"purgatory_context": context},
+        )
+
+    def threadsafe_scheduler(self) -> Callable[[Callable[[], None]], object]:
+        """``run_sync_soon`` of this run's token (as ``trio.from_thread.run_sync``
+        does, without blocking the calling thread)."""
+        return trio.lowlevel.current_trio_token().run_sync_soon
+
+    def time_reader(self) -> Callable[[], float]:
+        return trio.current_time
+
+    def __repr__(self) -> str:
+        return "<TrioBackend>"
+
+
+TRIO = TrioBackend()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from purgatory.testing import ManualClock
 
-from .purgatory_kit import MockOp, manual_purgatory
+from ..purgatory_kit import MockOp, manual_purgatory
 
 KEYS = ["a", "b", "c", "d"]
 

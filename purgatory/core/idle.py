@@ -34,8 +34,8 @@ level walk and a bucket insert per packet. ``benchmarks/idle_bench.py`` measures
 both at 100k connections: the lazy touch is about 2x cheaper than the move (and
 10-16x cheaper than asyncio's cancel + ``call_later``), for 40 more bytes per
 connection (the last-touch time). Its cost is mostly the clock read, which is the
-timer's own: pinned to the loop while the timer's reaper runs (see
-:mod:`purgatory._clock`).
+timer's own public one (``timer.now_ms()``): under the async shell, pinned to
+the loop while the timer's reaper runs (see :mod:`purgatory.aio.clock`).
 
 Guarantee: ``on_idle(key)`` runs exactly once per silence, no earlier than
 ``timeout_ms`` after the last touch (by the timer's clock) and, with the reaper
@@ -57,8 +57,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
-from ._timer import SystemTimer
-from ._timer_list import TimerTask
+from .timer import Timer
+from .timer_list import TimerTask
 
 __all__ = ["IdleTracker"]
 
@@ -87,8 +87,9 @@ class _IdleTask(TimerTask, Generic[K]):
 class IdleTracker(Generic[K]):
     """Calls ``on_idle(key)`` once a key has not been touched for ``timeout_ms``.
 
-    ``timer`` is a :class:`~purgatory.SystemTimer` the caller drives (its reaper
-    running, or ``poll`` called); its clock is the tracker's clock. Keys are any
+    ``timer`` is a :class:`~.timer.Timer` the caller drives (a
+    :class:`~purgatory.SystemTimer` with its reaper running, or one whose ``poll``
+    is called); its clock is the tracker's clock. Keys are any
     hashable objects (a connection, a transport, a session id). See the module
     doc for the algorithm and the timing guarantee.
 
@@ -98,15 +99,13 @@ class IdleTracker(Generic[K]):
 
     __slots__ = ("_on_idle", "_reaped", "_rearmed", "_tasks", "_timeout_ms", "_timer")
 
-    def __init__(
-        self, timeout_ms: int, on_idle: Callable[[K], object], *, timer: SystemTimer
-    ) -> None:
+    def __init__(self, timeout_ms: int, on_idle: Callable[[K], object], *, timer: Timer) -> None:
         if type(timeout_ms) is not int or timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be a positive int, not {timeout_ms!r}")
         if not callable(on_idle):
             raise TypeError(f"on_idle must be callable, not {type(on_idle).__name__}")
-        if not isinstance(timer, SystemTimer):
-            raise TypeError(f"timer must be a SystemTimer, not {type(timer).__name__}")
+        if not isinstance(timer, Timer):
+            raise TypeError(f"timer must be a timer (add, now_ms, ...), not {type(timer).__name__}")
         self._timeout_ms = timeout_ms
         self._on_idle = on_idle
         self._timer = timer
@@ -122,7 +121,7 @@ class IdleTracker(Generic[K]):
         return self._timeout_ms
 
     @property
-    def timer(self) -> SystemTimer:
+    def timer(self) -> Timer:
         return self._timer
 
     @property
@@ -145,13 +144,13 @@ class IdleTracker(Generic[K]):
         operation; a new key adds one timer task (O(levels)).
         """
         try:
-            # the timer's own clock reader: pinned while its reaper runs (see _clock)
-            self._tasks[key].touched_ms = self._timer._now_ms()
+            # the timer's own clock read: pinned while its reaper runs (aio.clock)
+            self._tasks[key].touched_ms = self._timer.now_ms()
         except KeyError:
             self._track(key)
 
     def _track(self, key: K) -> None:
-        task = _IdleTask(self, key, self._timer._now_ms())
+        task = _IdleTask(self, key, self._timer.now_ms())
         self._tasks[key] = task
         self._timer.add(task)
 
@@ -191,7 +190,7 @@ class IdleTracker(Generic[K]):
         key = task.key
         if self._tasks.get(key) is not task:  # defensive: a forgotten task never runs
             return
-        now_ms = self._timer._now_ms()
+        now_ms = self._timer.now_ms()
         remaining_ms = task.touched_ms + self._timeout_ms - now_ms
         if remaining_ms > 0:
             tick_ms = self._timer.tick_ms
@@ -205,7 +204,7 @@ class IdleTracker(Generic[K]):
 
     def _check_invariants(self) -> None:
         """Check every tracked key's task against the timer. O(keys)."""
-        now_ms = self._timer._now_ms()
+        now_ms = self._timer.now_ms()
         bound_ms = self._timeout_ms + self._timer.tick_ms
         for key, task in self._tasks.items():
             assert task.key == key, f"task of {key!r} tracks {task.key!r}"

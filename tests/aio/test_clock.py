@@ -47,15 +47,15 @@ async def test_a_running_reaper_pins_the_timers_clock_and_leaving_unpins_it() ->
     timer = SystemTimer("pinned")
     clock = timer.clock
     assert isinstance(clock, LoopClock)
-    assert timer._now_ms == clock.now_ms  # follows the running loop at every read
+    assert timer.now_ms == clock.now_ms  # follows the running loop at every read
     async with timer:
-        assert timer._now_ms != clock.now_ms  # bound to the reaper's loop
+        assert timer.now_ms != clock.now_ms  # bound to the reaper's loop
         first = clock.now_ms()
-        pinned = timer._now_ms()
+        pinned = timer.now_ms()
         assert first <= pinned <= clock.now_ms()
         await asyncio.sleep(0.002)
-        assert timer._now_ms() >= pinned + 2  # it reads the clock, it does not cache it
-    assert timer._now_ms == clock.now_ms
+        assert timer.now_ms() >= pinned + 2  # it reads the clock, it does not cache it
+    assert timer.now_ms == clock.now_ms
 
 
 def test_on_trio_the_pinned_clock_reads_the_runs_clock() -> None:
@@ -64,9 +64,9 @@ def test_on_trio_the_pinned_clock_reads_the_runs_clock() -> None:
     async def main() -> None:
         timer = SystemTimer("trio")
         async with timer:
-            seen.append(timer._now_ms())
+            seen.append(timer.now_ms())
             await trio.sleep(7)  # virtual: the mock clock jumps
-            seen.append(timer._now_ms())
+            seen.append(timer.now_ms())
 
     trio.run(main, clock=MockClock(autojump_threshold=0))
     assert seen == [0, 7_000]

@@ -22,7 +22,7 @@ import heapq
 from collections.abc import Callable
 from itertools import count
 
-from ._timer_list import TimerTaskList
+from .timer_list import TimerTaskList
 
 __all__ = ["DelayQueue"]
 

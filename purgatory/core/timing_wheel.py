@@ -44,8 +44,8 @@ expiring task; in the example above, the runs at 2, 5 and 20).
 
 from __future__ import annotations
 
-from ._delay_queue import DelayQueue
-from ._timer_list import TaskCounter, TimerTask, TimerTaskList
+from .delay_queue import DelayQueue
+from .timer_list import TaskCounter, TimerTask, TimerTaskList
 
 __all__ = ["TimingWheel"]
 

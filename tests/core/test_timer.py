@@ -2,42 +2,36 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
-from purgatory import SystemTimer, TimerTask
+from purgatory import (
+    SystemTimer,
+    TimerTask,
+)
+from purgatory.core import WheelTimer
 from purgatory.testing import ManualClock
 
-from .timer_kit import Recorder, poll_checked
-
-
-class Boom(TimerTask):
-    def __init__(self, delay_ms: int, message: str) -> None:
-        super().__init__(delay_ms)
-        self.message = message
-
-    def run(self) -> None:
-        raise RuntimeError(self.message)
+from ..timer_kit import CALLBACK_ERRORS, INTERRUPTS, Boom, Raises, Recorder, poll_checked
 
 
 @pytest.mark.parametrize("delay", [math.nan, math.inf, -math.inf])
-def test_non_finite_delays_are_refused(timer: SystemTimer, delay: float) -> None:
+def test_non_finite_delays_are_refused(timer: WheelTimer, delay: float) -> None:
     with pytest.raises(ValueError, match="finite"):
         timer.add(Recorder(delay, None, ManualClock(), []))  # type: ignore[arg-type]
     assert len(timer) == 0
 
 
 @pytest.mark.parametrize("delay", ["10", None, True, b"1", 1j])
-def test_non_numeric_delays_are_refused(timer: SystemTimer, delay: object) -> None:
+def test_non_numeric_delays_are_refused(timer: WheelTimer, delay: object) -> None:
     with pytest.raises(TypeError, match="delay_ms"):
         timer.add(Recorder(delay, None, ManualClock(), []))  # type: ignore[arg-type]
     assert len(timer) == 0
 
 
-def test_float_delays_round_up_never_early(clock: ManualClock, timer: SystemTimer) -> None:
+def test_float_delays_round_up_never_early(clock: ManualClock, timer: WheelTimer) -> None:
     log: list[tuple[object, int]] = []
     timer.add(Recorder(2.1, "a", clock, log))  # type: ignore[arg-type]
     clock.advance(2)
@@ -47,7 +41,7 @@ def test_float_delays_round_up_never_early(clock: ManualClock, timer: SystemTime
     assert log == [("a", 3)]
 
 
-def test_adding_a_scheduled_task_moves_it(clock: ManualClock, timer: SystemTimer) -> None:
+def test_adding_a_scheduled_task_moves_it(clock: ManualClock, timer: WheelTimer) -> None:
     log: list[tuple[object, int]] = []
     task = Recorder(10, "t", clock, log)
     timer.add(task)
@@ -64,7 +58,7 @@ def test_adding_a_scheduled_task_moves_it(clock: ManualClock, timer: SystemTimer
     assert log == [("t", 5)]
 
 
-def test_cancel_is_idempotent_and_wins(clock: ManualClock, timer: SystemTimer) -> None:
+def test_cancel_is_idempotent_and_wins(clock: ManualClock, timer: WheelTimer) -> None:
     log: list[tuple[object, int]] = []
     task = Recorder(3, "t", clock, log)
     timer.add(task)
@@ -83,7 +77,7 @@ def test_cancel_is_idempotent_and_wins(clock: ManualClock, timer: SystemTimer) -
     assert log == []
 
 
-def test_a_task_may_run_again_after_being_re_added(clock: ManualClock, timer: SystemTimer) -> None:
+def test_a_task_may_run_again_after_being_re_added(clock: ManualClock, timer: WheelTimer) -> None:
     log: list[tuple[object, int]] = []
     task = Recorder(2, "t", clock, log)
     timer.add(task)
@@ -96,7 +90,7 @@ def test_a_task_may_run_again_after_being_re_added(clock: ManualClock, timer: Sy
 
 
 def test_a_task_that_cancels_its_bucket_mate_stops_it(
-    clock: ManualClock, timer: SystemTimer
+    clock: ManualClock, timer: WheelTimer
 ) -> None:
     log: list[tuple[object, int]] = []
     victim = Recorder(5, "victim", clock, log)
@@ -114,7 +108,7 @@ def test_a_task_that_cancels_its_bucket_mate_stops_it(
 
 
 def test_tasks_made_due_while_polling_wait_for_the_next_poll(
-    clock: ManualClock, timer: SystemTimer
+    clock: ManualClock, timer: WheelTimer
 ) -> None:
     log: list[tuple[object, int]] = []
 
@@ -182,7 +176,7 @@ def test_every_small_delay_fires_on_time_from_every_tick_phase(
 
 
 def test_without_a_loop_a_failing_task_is_raised_after_the_pass(
-    clock: ManualClock, timer: SystemTimer
+    clock: ManualClock, timer: WheelTimer
 ) -> None:
     log: list[tuple[object, int]] = []
     timer.add(Boom(1, "first"))
@@ -196,7 +190,7 @@ def test_without_a_loop_a_failing_task_is_raised_after_the_pass(
 
 
 def test_without_a_loop_several_failures_raise_a_group(
-    clock: ManualClock, timer: SystemTimer
+    clock: ManualClock, timer: WheelTimer
 ) -> None:
     timer.add(Boom(1, "a"))
     timer.add(Boom(1, "b"))
@@ -208,24 +202,7 @@ def test_without_a_loop_several_failures_raise_a_group(
     assert len(timer) == 0
 
 
-@pytest.mark.asyncio
-async def test_with_a_loop_failures_go_to_the_exception_handler(
-    clock: ManualClock, timer: SystemTimer
-) -> None:
-    loop = asyncio.get_running_loop()
-    seen: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _loop, context: seen.append(context))
-    log: list[tuple[object, int]] = []
-    timer.add(Boom(1, "boom"))
-    timer.add(Recorder(1, "ok", clock, log))
-    clock.advance(1)
-    assert timer.poll() == 2
-    assert log == [("ok", 1)]
-    assert len(seen) == 1 and str(seen[0]["exception"]) == "boom"
-    assert isinstance(seen[0]["task"], Boom)
-
-
-def test_next_expiration(clock: ManualClock, timer: SystemTimer) -> None:
+def test_next_expiration(clock: ManualClock, timer: WheelTimer) -> None:
     assert timer.next_expiration_ms() is None
     timer.add(Recorder(30, None, clock, []))
     assert timer.next_expiration_ms() == 20  # an overflow bucket: [20, 40) cascades at 20
@@ -235,9 +212,9 @@ def test_next_expiration(clock: ManualClock, timer: SystemTimer) -> None:
     assert timer.next_expiration_ms() == clock.now_ms()
 
 
-def test_repr_and_properties(timer: SystemTimer) -> None:
+def test_repr_and_properties(timer: WheelTimer) -> None:
     assert timer.tick_ms == 1 and timer.wheel_size == 20
-    assert "size=0" in repr(timer) and "reaper=stopped" in repr(timer)
+    assert repr(timer) == "<WheelTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1>"
     assert "ManualClock" in repr(timer.clock)
 
 
@@ -250,6 +227,129 @@ def test_manual_clock_refuses_to_go_back() -> None:
     assert clock.advance(0) == 5
 
 
-def test_base_task_must_override_run(timer: SystemTimer) -> None:
+def test_base_task_must_override_run(timer: WheelTimer) -> None:
     with pytest.raises(NotImplementedError):
         TimerTask(0).run()
+
+
+def _names(log: list[tuple[object, int]]) -> list[object]:
+    return [label for label, _ in log]
+
+
+@pytest.mark.parametrize("make", CALLBACK_ERRORS)
+def test_a_base_exception_from_a_task_does_not_stop_the_pass(
+    clock: ManualClock, tiny_timer: WheelTimer, make: Callable[[], BaseException]
+) -> None:
+    log: list[tuple[object, int]] = []
+    tiny_timer.add(Recorder(2, "before", clock, log))
+    tiny_timer.add(Raises(2, make))
+    tiny_timer.add(Recorder(2, "after", clock, log))
+    tiny_timer.add(Recorder(40, "later", clock, log))  # an overflow level
+    clock.advance(2)
+    with pytest.raises(make().__class__):  # no loop: raised once the pass is done
+        tiny_timer.poll()
+    assert _names(log) == ["before", "after"]
+    tiny_timer._check_invariants()
+    clock.advance(38)
+    assert tiny_timer.poll() == 1
+    assert _names(log) == ["before", "after", "later"]
+    assert len(tiny_timer) == 0
+
+
+@pytest.mark.parametrize("make", INTERRUPTS)
+def test_an_interrupt_from_a_task_leaves_the_rest_of_its_bucket_scheduled(
+    clock: ManualClock, tiny_timer: WheelTimer, make: Callable[[], BaseException]
+) -> None:
+    log: list[tuple[object, int]] = []
+    tiny_timer.add(Recorder(2, "before", clock, log))
+    raising = Raises(2, make)
+    tiny_timer.add(raising)
+    tiny_timer.add(Recorder(2, "after", clock, log))
+    tiny_timer.add(Recorder(20, "cascading", clock, log))  # level 2
+    clock.advance(2)
+    with pytest.raises(make().__class__):
+        tiny_timer.poll()
+    assert _names(log) == ["before"]
+    assert len(tiny_timer) == 2  # "after" and "cascading" are still scheduled
+    tiny_timer._check_invariants()
+    assert tiny_timer.next_expiration_ms() == 2  # the interrupted bucket comes back
+    assert tiny_timer.poll() == 1  # the next poll runs what the interrupt stranded
+    assert _names(log) == ["before", "after"]
+    assert raising.runs == 1
+    clock.advance(18)
+    assert tiny_timer.poll() == 1
+    assert _names(log) == ["before", "after", "cascading"]
+    tiny_timer._check_invariants()
+
+
+@pytest.mark.parametrize("make", INTERRUPTS)
+def test_an_interrupt_while_cascading_keeps_the_overflow_bucket(
+    clock: ManualClock, tiny_timer: WheelTimer, make: Callable[[], BaseException]
+) -> None:
+    log: list[tuple[object, int]] = []
+    # one level-1 bucket (tick 3) covering 3..5; at 3 its flush runs the task due at 3
+    tiny_timer.add(Raises(3, make))
+    tiny_timer.add(Recorder(3, "same", clock, log))
+    tiny_timer.add(Recorder(4, "cousin", clock, log))
+    tiny_timer.add(Recorder(5, "later", clock, log))
+    clock.advance(3)
+    with pytest.raises(make().__class__):
+        tiny_timer.poll()
+    assert log == [] and len(tiny_timer) == 3
+    tiny_timer._check_invariants()
+    assert tiny_timer.poll() == 1
+    assert _names(log) == ["same"]
+    clock.advance(2)
+    assert tiny_timer.poll() == 2
+    assert _names(log) == ["same", "cousin", "later"]
+    assert len(tiny_timer) == 0
+    tiny_timer._check_invariants()
+
+
+@pytest.mark.parametrize("make", INTERRUPTS)
+def test_an_interrupt_from_a_due_task_keeps_the_due_list(
+    clock: ManualClock, timer: WheelTimer, make: Callable[[], BaseException]
+) -> None:
+    log: list[tuple[object, int]] = []
+    timer.add(Recorder(0, "first", clock, log))
+    timer.add(Raises(0, make))
+    timer.add(Recorder(-5, "second", clock, log))
+
+    class AddsDue(TimerTask):
+        def run(self) -> None:
+            timer.add(Recorder(0, "made due while polling", clock, log))
+
+    timer.add(AddsDue(0))
+    with pytest.raises(make().__class__):
+        timer.poll()
+    assert _names(log) == ["first"]
+    assert len(timer) == 2
+    timer._check_invariants()
+    assert timer.poll() == 2
+    assert _names(log) == ["first", "second"]
+    assert timer.poll() == 1
+    assert _names(log) == ["first", "second", "made due while polling"]
+    timer._check_invariants()
+
+
+def test_poll_from_inside_a_task_is_refused(clock: ManualClock, timer: WheelTimer) -> None:
+    log: list[tuple[object, int]] = []
+    refused: list[str] = []
+
+    class PollsAgain(TimerTask):
+        def run(self) -> None:
+            try:
+                timer.poll()
+            except RuntimeError as exc:
+                refused.append(str(exc))
+
+    timer.add(PollsAgain(1))
+    timer.add(Recorder(1, "next", clock, log))
+    timer.add(Recorder(3, "later", clock, log))
+    clock.advance(1)
+    assert timer.poll() == 2
+    assert refused == ["poll() of timer 'test' called from a task it is running"]
+    assert _names(log) == ["next"]
+    clock.advance(2)
+    assert timer.poll() == 1
+    timer._check_invariants()

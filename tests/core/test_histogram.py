@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from purgatory._histogram import Histogram
+from purgatory.core.histogram import Histogram
 
 values = st.lists(
     st.one_of(st.integers(-5, 70), st.integers(0, 10**7), st.integers(0, 2**70)),

@@ -39,9 +39,9 @@ from purgatory import (
     TimerTask,
     TopicPartition,
 )
-from purgatory._loop import running_loop
+from purgatory.aio.backends import running_loop
 
-from .purgatory_kit import MockOp
+from ..purgatory_kit import MockOp
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ class _Collect(logging.Handler):
 @contextmanager
 def reported_errors() -> Iterator[list[BaseException]]:
     """Collect what the purgatory reports: the loop's exception handler on asyncio,
-    the "purgatory" logger on trio (see purgatory._loop)."""
+    the "purgatory" logger on trio (see purgatory.aio.backends)."""
     seen: list[BaseException] = []
     loop = running_loop()
     if loop is not None:

@@ -1,6 +1,7 @@
-"""DelayedOperation: a request that waits, completes exactly once, and can be awaited.
+"""Operation: a request that waits and completes exactly once (the synchronous core
+of :class:`purgatory.DelayedOperation`, which adds ``await``).
 
-An operation is a :class:`~purgatory.TimerTask` with a lifecycle::
+An operation is a :class:`~.timer_list.TimerTask` with a lifecycle::
 
     PENDING --force_complete()--> COMPLETED      (early, or by expiry)
     PENDING --cancelled---------> CANCELLED      (cancel_for_key, purgatory closed)
@@ -21,17 +22,14 @@ any callback, so a second caller (a re-entrant ``try_complete``, the timer, a
 completer on another key) sees it completed and returns False. The winner cancels
 the timer task, then runs ``on_complete()``.
 
-Awaiting is lazy: an operation nobody awaits never creates a waiter. Each
-``await op`` makes its own waiter (on asyncio and uvloop an ``asyncio.Future``; on
-trio a :class:`~purgatory._trio.TrioWaiter` that reschedules the task), so
-cancelling one awaiting task cancels only that wait: the operation, its watchers
-and its timer task are untouched, and other awaiters still get the outcome. Per
-backend: on asyncio, ``task.cancel()`` (or ``asyncio.timeout``, or an anyio cancel
-scope) raises ``CancelledError`` in the awaiter and its future leaves the
-operation; on trio, a cancelled scope raises ``trio.Cancelled`` in the awaiter and
-the abort callback of ``wait_task_rescheduled`` removes its waiter. Either way, an
-operation cancelled by the purgatory (``cancel_for_key``, or ``close``: then
-:class:`~purgatory.PurgatoryClosedError`) fails every awaiter with that error.
+Waiters. Whoever wants the outcome registers a *waiter* (:class:`Waiter`:
+``done``, ``set_result``, ``set_exception``; an ``asyncio.Future`` is one) with
+:meth:`Operation.add_waiter`, and takes it back with
+:meth:`Operation.remove_waiter` if it stops waiting. When the operation settles
+(completed, or cancelled by the purgatory) every waiter not yet done gets the
+outcome or the error, once. Waiting is lazy: an operation nobody waits for never
+allocates a waiter list. The async shell (:mod:`purgatory.aio.operation`) makes
+one waiter per ``await``, so cancelling one awaiting task ends only that wait.
 
 An operation never given to a purgatory can be awaited too: nothing watches or
 times it, so it completes only when someone calls ``force_complete()`` (its
@@ -43,32 +41,33 @@ Exceptions: an exception raised by ``on_complete()`` propagates to whoever calle
 ``force_complete()``; the operation is COMPLETED all the same, and its awaiters
 raise that exception. (The purgatory and the timer, which run callbacks for many
 operations in one pass, catch it per operation and report it; see
-:mod:`purgatory._purgatory`.)
+:mod:`.purgatory`.)
+
+The fields ``_purgatory``, ``_keys`` and ``_expiring`` are the purgatory's
+bookkeeping (:mod:`.purgatory`; the two classes are one unit, as Kafka's
+``DelayedOperation.scala`` holds both), read and written by nothing else.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Generator, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from ._errors import OperationCancelledError
-from ._loop import in_trio_run, running_loop
-from ._timer_list import TimerTask
+from .errors import OperationCancelledError
+from .timer_list import TimerTask
 
 if TYPE_CHECKING:
-    import asyncio
+    from .purgatory import Purgatory
 
-    from ._purgatory import DelayedOperationPurgatory
-
-__all__ = ["DelayedOperation"]
+__all__ = ["Operation", "Waiter"]
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
 class Waiter(Protocol[T_contra]):
-    """One awaiter of an operation: an ``asyncio.Future`` or a ``TrioWaiter``."""
+    """One party waiting for an operation's outcome (an ``asyncio.Future`` is one)."""
 
     def done(self) -> bool: ...
 
@@ -84,11 +83,11 @@ _CANCELLED = 2
 _STATE_NAMES = {_PENDING: "pending", _COMPLETED: "completed", _CANCELLED: "cancelled"}
 
 
-class DelayedOperation(TimerTask, Generic[T]):
+class Operation(TimerTask, Generic[T]):
     """An operation that completes early via ``try_complete`` or on timeout; see module doc.
 
     ``delay_ms`` is the timeout. ``force_complete``, ``is_completed`` and the state
-    checks are O(1); ``await op`` allocates one waiter per awaiter, only if awaited.
+    checks are O(1); waiters are allocated only for operations someone waits for.
     """
 
     __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_keys", "_expiring")
@@ -103,7 +102,7 @@ class DelayedOperation(TimerTask, Generic[T]):
         # invariant: None until first awaited while pending; emptied on settling
         self._waiters: list[Waiter[T]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
-        self._purgatory: DelayedOperationPurgatory[Any] | None = None
+        self._purgatory: Purgatory[Any] | None = None
         self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
         self._expiring = False  # True while the timer is completing it
 
@@ -213,30 +212,25 @@ class DelayedOperation(TimerTask, Generic[T]):
             raise self._error
         return self._outcome  # type: ignore[return-value]
 
-    def __await__(self) -> Generator[Any, None, T]:
-        """Wait for the outcome: on_complete's value, or its exception, or
-        OperationCancelledError. Needs a running asyncio loop or trio run while
-        pending (see the module doc for cancellation)."""
-        if self._state != _PENDING:
-            return self.result()
-        loop = running_loop()
-        if loop is None:
-            if in_trio_run():
-                from ._trio import wait
+    def add_waiter(self, waiter: Waiter[T]) -> None:
+        """Register ``waiter`` for the outcome of a pending operation. O(1).
 
-                return (yield from wait(self).__await__())
-            raise RuntimeError("awaiting an operation needs a running event loop")
-        fut: asyncio.Future[T] = loop.create_future()
-        if self._waiters is None:
-            self._waiters = [fut]
+        RuntimeError if the operation is done: read :meth:`result` instead.
+        """
+        if self._state != _PENDING:
+            raise RuntimeError("the operation is done: read its result")
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = [waiter]
         else:
-            self._waiters.append(fut)
-        try:
-            return (yield from fut.__await__())
-        finally:
-            waiters = self._waiters
-            if waiters is not None and fut.cancelled():
-                waiters.remove(fut)  # our awaiter was cancelled: forget its future
+            waiters.append(waiter)
+
+    def remove_waiter(self, waiter: Waiter[T]) -> None:
+        """Forget ``waiter`` (its party stopped waiting); no-op once settled or if
+        unknown. O(waiters)."""
+        waiters = self._waiters
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {_STATE_NAMES[self._state]}>"

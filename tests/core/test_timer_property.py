@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from purgatory import SystemTimer
 from purgatory.testing import ManualClock
 
-from .timer_kit import Recorder
+from ..timer_kit import Recorder
 
 # small values hit tick and bucket boundaries; large ones reach the overflow wheels
 DELAYS = st.one_of(st.integers(-5, 25), st.integers(-5, 2000))

@@ -1,4 +1,11 @@
-"""SystemTimer: the timing wheel, the delay queue of buckets, and the due list.
+"""The synchronous timer: the timing wheel, the delay queue of buckets, and the due list.
+
+:class:`WheelTimer` is Kafka's ``SystemTimer`` without its thread: everything but
+waiting. It reads its clock, files tasks and runs what is due when asked
+(``poll``); it never sleeps and imports no event loop. The async shell wraps it
+(:class:`purgatory.SystemTimer` adds the reaper, which sleeps until the next
+bucket, as Kafka's ``SystemTimerReaper`` wraps a ``Timer``). :class:`Timer` is
+the interface the purgatory and the idle tracker accept (Kafka's ``Timer``).
 
 ``add(task)`` reads the clock once, computes ``expiration = now + delay_ms`` and
 hands a new entry to the wheel: O(1) for delays within the finest wheel's
@@ -20,48 +27,57 @@ With ``tick_ms == 1`` a task runs at the first poll at or after its expiration;
 with a coarser tick it may run up to ``tick_ms - 1`` ms before it (its bucket
 expires at the start of its tick), never earlier.
 
-The reaper (:mod:`purgatory._reaper`) calls ``poll`` when the earliest bucket
-expires and sleeps otherwise; :meth:`SystemTimer.advance_clock` is Kafka's
-``advanceClock(timeoutMs)`` for code that drives the timer itself.
+The reaper (:mod:`purgatory.aio.reaper`) calls ``poll`` when the earliest bucket
+expires and sleeps otherwise, woken earlier through :meth:`WheelTimer.add_wakeup`
+when work appears before what it sleeps for; ``SystemTimer.advance_clock`` is
+Kafka's ``advanceClock(timeoutMs)`` for code that drives the timer itself.
+
+The clock is any object with ``now_ms() -> int`` (:class:`~.clock.Clock`), read
+once per ``add`` and once per ``poll``. :attr:`WheelTimer.now_ms` is that read,
+public and as cheap as the timer's own, so code living beside the timer (the
+idle tracker, a user's) stamps times on the same clock at the same cost. A
+shell that knows a faster reader of the same clock installs it with
+:meth:`WheelTimer.use_clock_reader`.
 
 Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
 ``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
 wait, however overdue; the first poll (or a reaper started later) runs every
 task that is due by then, late rather than never.
 
-Exceptions raised by tasks never unwind the timer: they go to the running loop's
-exception handler (inside a trio run: to the ``"purgatory"`` logger), or, with no
-loop running, are raised by ``poll`` after the whole pass is done (one exception
-as itself, several as an ExceptionGroup). That holds for every ``BaseException``
-a task raises (an asyncio ``CancelledError``, a ``trio.Cancelled``, a
-``GeneratorExit``: a task raising one is a bug of that task, since the reaper's
-own cancellation arrives at the reaper's await, never inside a task), except
-``KeyboardInterrupt`` and ``SystemExit``: those end the pass at once and
-propagate, as Python expects, with the timer consistent. The task that raised
+Exceptions raised by tasks never unwind the timer: they go to
+:meth:`WheelTimer.report_exception`, which here collects them for ``poll`` to raise
+after the whole pass is done (one exception as itself, several as an
+ExceptionGroup); the async shell's timer sends them to the running loop's exception
+handler instead (inside a trio run: to the ``"purgatory"`` logger). That holds for
+every ``BaseException`` a task raises (an asyncio ``CancelledError``, a
+``trio.Cancelled``, a ``GeneratorExit``: a task raising one is a bug of that task,
+since the reaper's own cancellation arrives at the reaper's await, never inside a
+task), except ``KeyboardInterrupt`` and ``SystemExit``: those end the pass at once
+and propagate, as Python expects, with the timer consistent. The task that raised
 counts as run; the interrupted bucket (or due list) goes back to the delay queue
-with the tasks it still holds, so the next poll runs them. ``poll`` refuses to
-run inside a task it is running (RuntimeError), which would otherwise re-flush
-the very bucket being flushed.
+with the tasks it still holds, so the next poll runs them. ``poll`` refuses to run
+inside a task it is running (RuntimeError), which would otherwise re-flush the very
+bucket being flushed.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from collections.abc import Callable
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, runtime_checkable
 
-from ._clock import Clock, LoopClock
-from ._delay_queue import DelayQueue
-from ._loop import logger, raise_collected, report_exception
-from ._timer_list import TaskCounter, TimerTask, TimerTaskList
-from ._timing_wheel import TimingWheel
+from .clock import Clock
+from .delay_queue import DelayQueue
+from .report import collect, raise_collected
+from .timer_list import TaskCounter, TimerTask, TimerTaskList
+from .timing_wheel import TimingWheel
 
-if TYPE_CHECKING:
-    from ._reaper import Reaper
+__all__ = ["DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "Timer", "WheelTimer", "coerce_delay"]
 
-__all__ = ["SystemTimer"]
+#: where a collected error goes when an interrupt ends the pass that collected it
+logger = logging.getLogger("purgatory")
 
 #: Kafka's defaults: 1 ms ticks, 20 buckets per wheel level.
 DEFAULT_TICK_MS = 1
@@ -87,28 +103,54 @@ def coerce_delay(delay: object) -> int:
     raise TypeError(f"delay_ms must be an integer, not {type(delay).__name__}")
 
 
-class SystemTimer:
-    """A hierarchical timing-wheel timer. ``add`` O(1); ``cancel`` O(1); ``len`` O(1).
+@runtime_checkable
+class Timer(Protocol):
+    """What the purgatory and the idle tracker need of a timer (Kafka's ``Timer``).
 
-    ``clock`` is any object with ``now_ms() -> int``; by default the running event
-    loop's clock (:class:`~purgatory._clock.LoopClock`).
+    :class:`WheelTimer` and :class:`purgatory.SystemTimer` are timers; a test may
+    pass its own.
+    """
+
+    name: str
+
+    @property
+    def tick_ms(self) -> int: ...
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` ``task.delay_ms`` from now (a scheduled task moves)."""
+
+    def now_ms(self) -> int:
+        """The timer's clock, in integer milliseconds."""
+
+    def poll_now_ms(self) -> int:
+        """The time the running poll works to; the clock's time outside a poll."""
+
+    def poll(self) -> int:
+        """Run what is due now; return how many ran (Kafka's ``advanceClock(0)``)."""
+
+    def __len__(self) -> int: ...
+
+
+class WheelTimer:
+    """A hierarchical timing-wheel timer, driven by ``poll``; see the module doc.
+
+    ``add`` O(1); ``cancel`` O(1); ``len`` O(1). ``clock`` is any object with
+    ``now_ms() -> int``: time as the timer sees it, monotonic, in milliseconds.
     """
 
     __slots__ = (
-        "__weakref__",
         "_clock",
         "_counter",
         "_due",
         "_errors",
         "_flushed",
         "_poll_now_ms",
-        "_now_ms",
         "_queue",
         "_ran",
-        "_reaper",
-        "_sleepers",
+        "_wakeups",
         "_wheel",
         "name",
+        "now_ms",
     )
 
     def __init__(
@@ -117,27 +159,28 @@ class SystemTimer:
         *,
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
-        clock: Clock | None = None,
+        clock: Clock,
     ) -> None:
         self.name = name
-        self._clock: Clock = LoopClock() if clock is None else clock
-        self._now_ms = self._clock.now_ms
+        self._clock = clock
+        #: ``now_ms()``: the timer's clock, read the way ``add`` reads it, O(1): the
+        #: clock's ``now_ms``, or a faster reader of the same clock installed by
+        #: use_clock_reader. An attribute, not a method, so reading it costs
+        #: what the timer's own read costs (the idle tracker reads it per touch).
+        self.now_ms: Callable[[], int] = clock.now_ms
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
-        self._wheel = TimingWheel(tick_ms, wheel_size, self._now_ms(), self._counter, self._queue)
+        self._wheel = TimingWheel(tick_ms, wheel_size, self.now_ms(), self._counter, self._queue)
         # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
         self._due = TimerTaskList(self._counter)
         self._ran = 0  # tasks run by the current poll
-        self._flushed = 0  # buckets flushed by the current poll
+        self._flushed = 0  # buckets flushed by the last poll
         self._poll_now_ms: int | None = None  # the time the running poll read; None outside
-        # the async waiters (reaper, advance_clock) to wake when work appears earlier
-        self._sleepers: list[Callable[[int], None]] = []
-        self._queue.on_earlier = self._notify_sleepers
+        # called with an expiration when work appears earlier than any before (add_wakeup)
+        self._wakeups: list[Callable[[int], None]] = []
+        self._queue.on_earlier = self._notify_wakeups
         self._errors: list[BaseException] | None = None
-        self._reaper: Reaper | None = None
-
-    # -- the synchronous core -------------------------------------------------
 
     @property
     def clock(self) -> Clock:
@@ -155,6 +198,14 @@ class SystemTimer:
         """Tasks scheduled and not yet run or cancelled. O(1)."""
         return self._counter.value
 
+    def use_clock_reader(self, reader: Callable[[], int] | None) -> None:
+        """Read the clock through ``reader`` from now on (None: ``clock.now_ms`` again).
+
+        ``reader`` must read the *same* clock, only faster (the async shell pins
+        the running loop's clock while its reaper runs). O(1).
+        """
+        self.now_ms = self._clock.now_ms if reader is None else reader
+
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
 
@@ -164,7 +215,7 @@ class SystemTimer:
         delay = task.delay_ms
         if delay.__class__ is not int:
             delay = coerce_delay(delay)
-        expiration_ms = self._now_ms() + delay
+        expiration_ms = self.now_ms() + delay
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
 
@@ -172,11 +223,21 @@ class SystemTimer:
         due = self._due
         was_empty = not due
         due.add(task, expiration_ms)
-        if was_empty and self._sleepers:
-            self._notify_sleepers(expiration_ms)
+        if was_empty and self._wakeups:
+            self._notify_wakeups(expiration_ms)
 
-    def _notify_sleepers(self, expiration_ms: int) -> None:
-        for wake in self._sleepers:
+    def add_wakeup(self, wake: Callable[[int], None]) -> None:
+        """Call ``wake(expiration_ms)`` whenever work appears earlier than all the
+        work before it (a bucket earlier than any queued, or a due task), until
+        :meth:`remove_wakeup`. How a sleeping reaper learns to wake sooner. O(1)."""
+        self._wakeups.append(wake)
+
+    def remove_wakeup(self, wake: Callable[[int], None]) -> None:
+        """Stop calling ``wake``; ValueError if it was not added. O(wakeups)."""
+        self._wakeups.remove(wake)
+
+    def _notify_wakeups(self, expiration_ms: int) -> None:
+        for wake in self._wakeups:
             wake(expiration_ms)
 
     def _reinsert(self, task: TimerTask) -> None:
@@ -195,7 +256,7 @@ class SystemTimer:
         """
         if self._poll_now_ms is not None:
             raise RuntimeError(f"poll() of timer {self.name!r} called from a task it is running")
-        now_ms = self._now_ms()
+        now_ms = self.now_ms()
         self._poll_now_ms = now_ms
         errors: list[BaseException] = []
         self._errors = errors
@@ -270,22 +331,55 @@ class SystemTimer:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - reported, never lost
-            report_exception(
+            self.report_exception(
                 f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
             )
+
+    def report_exception(
+        self,
+        message: str,
+        exc: BaseException,
+        collected: list[BaseException] | None,
+        **context: Any,
+    ) -> None:
+        """Where a task's exception goes: here, into ``collected`` (``poll`` raises
+        them after its pass), or raised at once with no list. The async shell's
+        timer overrides this to report to the running loop instead. O(1)."""
+        collect(exc, collected)
 
     def poll_now_ms(self) -> int:
         """The clock time the running ``poll`` works to (tasks it runs may ask, to
         save a clock read); outside a poll, the clock's time. O(1)."""
         now_ms = self._poll_now_ms
-        return self._now_ms() if now_ms is None else now_ms
+        return self.now_ms() if now_ms is None else now_ms
+
+    @property
+    def buckets_flushed(self) -> int:
+        """How many buckets the last (or running) ``poll`` flushed. O(1)."""
+        return self._flushed
 
     def next_expiration_ms(self) -> int | None:
-        """When the next poll has work: now-ish if tasks are due, else the earliest
+        """When the next poll has work: now if tasks are due, else the earliest
         bucket's expiration; None when nothing is scheduled. O(1)."""
         if self._due:
-            return self._now_ms()
+            return self.now_ms()
         return self._queue.peek_expiration()
+
+    def rebase(self) -> None:
+        """Restart an empty timer's wheel at the clock's current time. O(wheel_size).
+
+        For a clock that changed its time base since the timer was made (the
+        async shell's default clock follows the running library, and trio's
+        clocks do not count from ``time.monotonic()``). RuntimeError if any task
+        is scheduled: those depend on the old base.
+        """
+        if self._counter.value:
+            raise RuntimeError(f"timer {self.name!r} holds tasks: it cannot be re-based")
+        queue = DelayQueue()
+        queue.on_earlier = self._notify_wakeups
+        self._queue = queue
+        now_ms = self.now_ms()
+        self._wheel = TimingWheel(self.tick_ms, self.wheel_size, now_ms, self._counter, queue)
 
     def _check_invariants(self) -> None:
         """Check every level, bucket and entry, and the shared counter. O(entries)."""
@@ -299,73 +393,6 @@ class SystemTimer:
     def __repr__(self) -> str:
         levels = len(self._wheel.levels())
         return (
-            f"<SystemTimer {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
-            f"wheel_size={self.wheel_size} levels={levels} "
-            f"reaper={'running' if self._reaper is not None else 'stopped'}>"
+            f"<{type(self).__name__} {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
+            f"wheel_size={self.wheel_size} levels={levels}>"
         )
-
-    # -- the async shell (see _reaper) ----------------------------------------
-
-    async def advance_clock(self, timeout_ms: int) -> bool:
-        """Wait up to ``timeout_ms`` for a bucket to expire, then process every expired
-        bucket (Kafka's ``advanceClock``). True if anything was due."""
-        from ._reaper import advance_clock
-
-        return await advance_clock(self, timeout_ms)
-
-    @property
-    def reaper_wakeups(self) -> int:
-        """How many times the running reaper has woken up (0 when none runs)."""
-        return 0 if self._reaper is None else self._reaper.wakeups
-
-    def _rebase(self) -> None:
-        """Restart an empty timer's wheel at the clock's current time. O(wheel_size).
-
-        The clock may have changed time base since the timer was made (the
-        default clock follows the running library, and trio's clocks do not count
-        from ``time.monotonic()``; see :mod:`purgatory._clock`); with no task
-        scheduled, nothing depends on the old one.
-        """
-        assert not self._counter.value, "only an empty timer can be re-based"
-        queue = DelayQueue()
-        queue.on_earlier = self._notify_sleepers
-        self._queue = queue
-        now_ms = self._now_ms()
-        self._wheel = TimingWheel(self.tick_ms, self.wheel_size, now_ms, self._counter, queue)
-
-    async def __aenter__(self) -> SystemTimer:
-        """Start the reaper on the running asyncio loop or trio run (see _reaper).
-
-        Until the reaper stops, a :class:`~purgatory.LoopClock` is read pinned to
-        that library (:meth:`~purgatory.LoopClock.pinned`), without finding the
-        running loop again at every ``add``.
-        """
-        from ._reaper import Reaper
-
-        if self._reaper is not None:
-            raise RuntimeError(f"the reaper of {self.name!r} is already running")
-        if not self._counter.value:
-            self._rebase()
-        reaper = Reaper(self)
-        await reaper.start()
-        self._reaper = reaper
-        clock = self._clock
-        if isinstance(clock, LoopClock):  # the reaper's library is where we live now
-            self._now_ms = clock.pinned()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        """Stop the reaper; on trio, close its nursery (see _reaper). Tasks stay."""
-        reaper = self._reaper
-        if reaper is None:
-            return False
-        try:
-            return await reaper.exit(exc_type, exc, tb)
-        finally:
-            self._reaper = None
-            self._now_ms = self._clock.now_ms

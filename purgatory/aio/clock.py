@@ -1,15 +1,15 @@
-"""Clocks: where the timer reads the current time, in integer milliseconds.
+"""The loop clock: the async shell's default clock, in integer milliseconds.
 
-A clock is any object with a ``now_ms() -> int`` method (:class:`Clock`). The timer
-reads it once per ``add`` and once per ``poll``, so it must be cheap and
-monotonic: Kafka moved its timer off wall-clock time after clock jumps broke it.
+A clock is any object with a ``now_ms() -> int`` method
+(:class:`~purgatory.core.clock.Clock`); the timer reads it once per ``add`` and
+once per ``poll``, so it must be cheap and monotonic.
 
-:class:`LoopClock` (the default) follows the running event loop's own clock,
-``loop.time()``, truncated to whole milliseconds. Following the loop rather than
-``time.monotonic()`` directly keeps the timer and the loop's scheduling on one
-time base: the reaper sleeps with ``loop.call_at`` on the same numbers, and tools
-that make a loop travel in time move the timer too. With no running loop (a
-synchronous ``poll()`` from a plain function, say), it falls back to
+:class:`LoopClock` (the default of :class:`~purgatory.SystemTimer`) follows the
+running event loop's own clock, ``loop.time()``, truncated to whole milliseconds.
+Following the loop rather than ``time.monotonic()`` directly keeps the timer and the
+loop's scheduling on one time base: the reaper sleeps with ``loop.call_at`` on the
+same numbers, and tools that make a loop travel in time move the timer too. With no
+running loop (a synchronous ``poll()`` from a plain function, say), it falls back to
 ``time.monotonic()``, which is what asyncio's and uvloop's loops count in too.
 
 Inside ``trio.run`` (anyio on trio included) there is no asyncio loop; the clock
@@ -25,45 +25,21 @@ Reading the clock is on the hot path (every ``add``), and most of
 :meth:`LoopClock.now_ms` is finding the running loop: asyncio's
 ``_get_running_loop`` makes a ``getpid()`` system call on every call, to notice a
 fork. So while a timer's reaper runs, the timer reads :meth:`LoopClock.pinned`
-instead: the same clock, chosen once for the library the reaper runs on (the
-timer lives there for that long): 255 -> 113 ns a read (BENCHMARKS.md).
+instead (``WheelTimer.use_clock_reader``): the same clock, chosen once for the
+library the reaper runs on (the timer lives there for that long): 255 -> 113 ns
+a read (BENCHMARKS.md). Which library runs, and how its clock is read, is the
+backends' decision (:func:`~.backends.time_reader`).
 
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """
 
 from __future__ import annotations
 
-import sys
-from asyncio import BaseEventLoop
 from collections.abc import Callable
-from time import monotonic
-from typing import Protocol, runtime_checkable
 
-from ._loop import in_trio_run, running_loop
+from .backends import current_backend, running_loop, time_reader
 
-
-@runtime_checkable
-class Clock(Protocol):
-    """Anything with ``now_ms() -> int``: monotonic, integer milliseconds."""
-
-    def now_ms(self) -> int: ...
-
-
-def _time_without_loop() -> float:
-    """Seconds on trio's clock inside ``trio.run``, else ``time.monotonic()``."""
-    if in_trio_run():
-        return sys.modules["trio"].current_time()  # type: ignore[no-any-return]
-    return monotonic()
-
-
-def _time_of(loop: object | None) -> Callable[[], float]:
-    """The cheapest callable that reads ``loop``'s clock in seconds."""
-    if loop is None:
-        return _time_without_loop
-    time = loop.time  # type: ignore[attr-defined]
-    if getattr(time, "__func__", None) is BaseEventLoop.time:
-        return monotonic  # asyncio's BaseEventLoop.time() is monotonic(), not overridden
-    return time  # type: ignore[no-any-return]
+__all__ = ["LoopClock"]
 
 
 class LoopClock:
@@ -82,13 +58,13 @@ class LoopClock:
 
     def __init__(self) -> None:
         self._loop: object | None = None
-        self._time: Callable[[], float] = _time_without_loop
+        self._time: Callable[[], float] = time_reader(None)
 
     def now_ms(self) -> int:
         loop = running_loop()
         if loop is not self._loop:
             self._loop = loop
-            self._time = _time_of(loop)
+            self._time = time_reader(loop)
         return int(self._time() * 1000)
 
     def pinned(self) -> Callable[[], int]:
@@ -98,13 +74,10 @@ class LoopClock:
         The lookup is most of the cost of :meth:`now_ms` (asyncio's
         ``_get_running_loop`` makes a ``getpid()`` system call to detect forks), so a
         timer uses this while its reaper runs, when the reaper's loop is the one
-        it lives on; see :meth:`purgatory.SystemTimer.__aenter__`.
+        it lives on; see :meth:`purgatory.SystemTimer.start_reaper`.
         """
-        loop = running_loop()
-        if loop is None and in_trio_run():
-            time: Callable[[], float] = sys.modules["trio"].current_time
-        else:
-            time = _time_of(loop)
+        backend = current_backend()
+        time = time_reader(None) if backend is None else backend.time_reader()
 
         def now_ms() -> int:
             return int(time() * 1000)

@@ -1,0 +1,108 @@
+"""The one place that decides which async library runs: asyncio (uvloop, anyio on
+asyncio) or trio (anyio on trio), or none.
+
+Everything of the async shell that depends on the library (the reaper's sleep
+and task, awaiting an operation, where callback errors go, scheduling from
+another thread, the loop's clock) is a method of a :class:`~.base.Backend`, and
+:func:`current_backend` picks the backend of the running library, in this order
+(the order keeps the asyncio path as cheap as it was before trio was supported):
+
+1. **asyncio**: ``asyncio._get_running_loop()``, one C call that returns the
+   running loop or ``None``;
+2. **trio**: only when no asyncio loop runs, and only if ``trio`` is already
+   imported (``sys.modules``; this module never imports it),
+   ``trio.lowlevel.in_trio_run()``; the trio backend module is imported then,
+   so asyncio users never import trio.
+
+Trio guest mode hosted on an asyncio loop is not supported: the asyncio loop is
+found first, so a trio task there would be given asyncio primitives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+from .asyncio_backend import AsyncioBackend
+from .base import Backend
+
+__all__ = [
+    "Backend",
+    "current_backend",
+    "in_trio_run",
+    "report_to_running_library",
+    "require_backend",
+    "running_loop",
+    "time_reader",
+]
+
+#: Returns the running loop of this thread or ``None``; a C function, cheap.
+running_loop = asyncio._get_running_loop
+
+# the backend of the last loop seen: one loop runs per thread at a time, so this
+# saves an allocation per call in the steady state
+_last: AsyncioBackend | None = None
+
+
+def in_trio_run() -> bool:
+    """True inside ``trio.run`` (anyio's trio backend included). Never imports trio.
+
+    Call it only once :func:`running_loop` returned ``None``. O(1): a dict lookup,
+    then an attribute check when trio is imported.
+    """
+    trio = sys.modules.get("trio")
+    return trio is not None and bool(trio.lowlevel.in_trio_run())
+
+
+def current_backend() -> Backend | None:
+    """The backend of the library running on this thread, or None. O(1)."""
+    global _last
+    loop = running_loop()
+    if loop is not None:
+        last = _last
+        if last is not None and last.loop is loop:
+            return last
+        _last = last = AsyncioBackend(loop)
+        return last
+    if in_trio_run():
+        from .trio_backend import TRIO
+
+        return TRIO
+    return None
+
+
+def require_backend(what: str) -> Backend:
+    """:func:`current_backend`, or RuntimeError saying that ``what`` needs a loop."""
+    backend = current_backend()
+    if backend is None:
+        raise RuntimeError(f"{what} needs a running event loop")
+    return backend
+
+
+def report_to_running_library(message: str, exc: BaseException, context: dict[str, Any]) -> bool:
+    """Report a callback's exception to the running library (the loop's exception
+    handler; on trio the ``"purgatory"`` logger); False if none runs. O(1)."""
+    backend = current_backend()
+    if backend is None:
+        return False
+    backend.report(message, exc, context)
+    return True
+
+
+def _time_without_loop() -> float:
+    """Seconds on trio's clock inside ``trio.run``, else ``time.monotonic()``."""
+    if in_trio_run():
+        return sys.modules["trio"].current_time()  # type: ignore[no-any-return]
+    return monotonic()
+
+
+def time_reader(loop: asyncio.AbstractEventLoop | None) -> Callable[[], float]:
+    """The cheapest callable that reads the clock of ``loop`` (of the running
+    library when ``loop`` is None: trio's inside a trio run, else monotonic),
+    in seconds. O(1)."""
+    if loop is None:
+        return _time_without_loop
+    return AsyncioBackend(loop).time_reader()

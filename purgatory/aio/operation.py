@@ -1,0 +1,56 @@
+"""DelayedOperation: an operation you can ``await``.
+
+:class:`DelayedOperation` is the core's :class:`~purgatory.core.operation.Operation`
+(lifecycle, exactly-once completion, callbacks: see there) plus ``await op``.
+
+Awaiting is lazy: an operation nobody awaits never creates a waiter. Each
+``await op`` makes its own waiter through the running library's backend (on
+asyncio and uvloop an ``asyncio.Future``; on trio a task rescheduled by
+``wait_task_rescheduled``), registered with ``op.add_waiter``. Cancelling one
+awaiting task cancels only that wait: its waiter leaves the operation
+(``remove_waiter``), the operation, its watchers and its timer task are
+untouched, and other awaiters still get the outcome. On asyncio,
+``task.cancel()`` (or ``asyncio.timeout``, or an anyio cancel scope) raises
+``CancelledError`` in the awaiter; on trio, a cancelled scope raises
+``trio.Cancelled``. Either way, an operation cancelled by the purgatory
+(``cancel_for_key``, or ``close``: then :class:`~purgatory.PurgatoryClosedError`)
+fails every awaiter with that error.
+
+An operation never given to a purgatory can be awaited too: nothing watches or
+times it, so it completes only when someone calls ``force_complete()`` (its
+awaiters then get ``on_complete``'s value) and otherwise waits for ever; give it
+to a purgatory (``try_complete_else_watch``) for a timeout. Its ``delay_ms`` means
+nothing until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, TypeVar
+
+from ..core.operation import Operation
+from .backends import require_backend
+
+__all__ = ["DelayedOperation"]
+
+T = TypeVar("T")
+
+
+class DelayedOperation(Operation[T]):
+    """An operation that completes early via ``try_complete`` or on timeout, and can
+    be awaited; see :mod:`purgatory.core.operation` for its lifecycle.
+
+    ``delay_ms`` is the timeout. ``force_complete``, ``is_completed`` and the state
+    checks are O(1); ``await op`` allocates one waiter per awaiter, only if awaited.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        """Wait for the outcome: on_complete's value, or its exception, or
+        OperationCancelledError. Needs a running asyncio loop or trio run while
+        pending (see the module doc for cancellation)."""
+        if self.is_done:
+            return self.result()
+        backend = require_backend("awaiting an operation")
+        return (yield from backend.wait(self))

@@ -1,0 +1,34 @@
+"""The synchronous core: timer buckets, the timing wheel, the delay queue, the timer,
+operations, the purgatory's watcher lists, the idle tracker.
+
+Nothing here imports an event loop (asyncio, trio) or anything of
+:mod:`purgatory.aio`; a test checks that. The core never sleeps and never awaits:
+whoever owns a timer drives it by calling ``poll`` (the async shell's reaper does
+that when the next bucket expires). It is the unit a compiler can take whole.
+"""
+
+from .clock import Clock
+from .errors import OperationCancelledError, PurgatoryClosedError
+from .histogram import Histogram
+from .idle import IdleTracker
+from .keys import TopicPartition
+from .operation import Operation, Waiter
+from .purgatory import Purgatory, PurgatoryStatistics
+from .timer import Timer, WheelTimer
+from .timer_list import TimerTask
+
+__all__ = [
+    "Clock",
+    "Histogram",
+    "IdleTracker",
+    "Operation",
+    "OperationCancelledError",
+    "Purgatory",
+    "PurgatoryClosedError",
+    "PurgatoryStatistics",
+    "Timer",
+    "TimerTask",
+    "TopicPartition",
+    "Waiter",
+    "WheelTimer",
+]

@@ -1,0 +1,132 @@
+"""DelayedOperationPurgatory's lifecycle on a loop: closing, errors to the handler, threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from purgatory import (
+    DelayedOperationPurgatory,
+    OperationCancelledError,
+    PurgatoryClosedError,
+    SystemTimer,
+    TopicPartition,
+)
+from purgatory.testing import ManualClock
+
+from ..purgatory_kit import Hostile, MockOp, Raising, await_outcome, manual_shell_purgatory
+
+
+@pytest.mark.asyncio
+async def test_closing_fails_awaiters_and_stops_the_reaper() -> None:
+    p = DelayedOperationPurgatory[MockOp]("closing")
+    async with p:
+        ops = [MockOp(60_000, f"op{i}") for i in range(5)]
+        for i, op in enumerate(ops):
+            p.try_complete_else_watch(op, [TopicPartition("t", i % 2)])
+        waiters = [asyncio.create_task(await_outcome(op)) for op in ops]
+        await asyncio.sleep(0)
+    results = await asyncio.gather(*waiters, return_exceptions=True)
+    assert all(isinstance(r, PurgatoryClosedError) for r in results)
+    assert all(op.is_cancelled and op.completions == 0 for op in ops)
+    assert p.num_delayed == 0 and p.watched == 0 and len(p.timer) == 0
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "closing-reaper"] == []
+    with pytest.raises(RuntimeError, match="closed"):
+        p.try_complete_else_watch(MockOp(1), ["k"])
+    await p.close()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_cancel_for_key_fails_awaiters() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(60_000)
+        p.try_complete_else_watch(op, ["gone"])
+        waiter = asyncio.create_task(await_outcome(op))
+        await asyncio.sleep(0)
+        assert p.cancel_for_key("gone") == [op]
+        with pytest.raises(OperationCancelledError):
+            await waiter
+        assert not op.force_complete()  # a cancelled operation never completes
+
+
+@pytest.mark.asyncio
+async def test_on_complete_raising_goes_to_awaiters_and_the_handler() -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        bad, good = Raising(60_000, "on_complete"), MockOp(60_000, "good")
+        p.try_complete_else_watch(bad, ["k"])
+        p.try_complete_else_watch(good, ["k"])
+        waiter = asyncio.create_task(await_outcome(bad))
+        await asyncio.sleep(0)
+        bad.completable = good.completable = True
+        assert p.check_and_complete("k") == 1  # good; bad raised but completed
+        assert bad.is_completed and good.is_completed
+        with pytest.raises(RuntimeError, match="on_complete failed"):
+            await waiter
+        assert [str(c["exception"]) for c in seen] == ["on_complete failed"]
+        assert p.watched == 0
+
+
+@pytest.mark.asyncio
+async def test_expiry_callback_raising_never_kills_the_reaper() -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        bad, after = Raising(5, "on_complete"), MockOp(40, "after")
+        p.try_complete_else_watch(bad, ["k"])
+        p.try_complete_else_watch(after, ["k"])
+        assert await after == "after:expired"
+        assert bad.is_completed
+        assert len(seen) == 1
+
+
+@pytest.mark.asyncio
+async def test_completion_from_another_thread_through_call_threadsafe() -> None:
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(60_000)
+        p.try_complete_else_watch(op, ["k"])
+        op.completable = True
+        results: list[int] = []
+
+        def worker() -> None:
+            results.append(p.call_threadsafe(p.check_and_complete, "k").result(timeout=10))
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert await op == "op:done"
+        await asyncio.to_thread(thread.join)
+        assert results == [1]
+
+
+def test_call_threadsafe_needs_a_running_purgatory(clock: ManualClock) -> None:
+    with pytest.raises(RuntimeError, match="not running"):
+        manual_shell_purgatory(clock).call_threadsafe(print)
+
+
+@pytest.mark.asyncio
+async def test_awaiters_of_a_list_an_interrupt_hit_are_failed_by_close() -> None:
+    clock = ManualClock(0)
+    p = DelayedOperationPurgatory[MockOp](
+        "p", timer=SystemTimer("t", clock=clock), reaper_enabled=False
+    )
+    async with p:
+        bad, waiting = Hostile(100, "bad"), MockOp(100, "waiting")
+        p.try_complete_else_watch(bad, ["k"])
+        p.try_complete_else_watch(waiting, ["k"])
+        awaiter = asyncio.ensure_future(waiting)
+        await asyncio.sleep(0)
+
+        def interrupt() -> None:
+            raise KeyboardInterrupt
+
+        bad.action = interrupt
+        with pytest.raises(KeyboardInterrupt):
+            p.check_and_complete("k")
+    with pytest.raises(OperationCancelledError):
+        await asyncio.wait_for(awaiter, 5)

@@ -1,0 +1,177 @@
+"""The architecture, checked: the layers import only what they may, and nothing cycles.
+
+Read from the source with ``ast``: every ``import`` counts, at module level or
+inside a function, except those under ``if TYPE_CHECKING:`` (they never run).
+
+* ``purgatory.core`` is the synchronous core: it imports the standard library and
+  itself, never an event loop (asyncio, trio, anyio, uvloop) nor any other part
+  of the package;
+* ``purgatory.aio`` is the async shell: the core, itself, and the event loops;
+  trio only in its trio backend (asyncio users never import trio);
+* every other part of the package reaches another part only through that part's
+  public modules (no path component starting with ``_``), and the broker reaches
+  the core only through ``purgatory`` or ``purgatory.core`` themselves;
+* no import cycle among the package's modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "purgatory"
+LOOPS = {"asyncio", "trio", "anyio", "uvloop", "outcome", "sniffio"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> Iterator[str]:
+    """Absolute names of the modules ``module`` imports (TYPE_CHECKING skipped):
+    ``from p import m`` imports the module ``p.m`` when there is one, else ``p``."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                if not is_package:
+                    base = base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base)
+                target = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                yield submodule if submodule in modules else target
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _graph() -> dict[str, set[str]]:
+    sources = {}
+    for path in ROOT.rglob("*.py"):
+        sources[_module_name(path)] = (path, path.name == "__init__.py")
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in sources.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        targets = set()
+        for imported in _imports(tree, name, is_package, set(sources)):
+            if imported.startswith("purgatory"):
+                if imported in sources:
+                    targets.add(imported)
+            else:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _internal(graph: dict[str, set[str]], name: str) -> set[str]:
+    return {m for m in graph[name] if m.startswith("purgatory")}
+
+
+def _external(graph: dict[str, set[str]], name: str) -> set[str]:
+    return {m.split(".")[0] for m in graph[name] if not m.startswith("purgatory")}
+
+
+def test_the_graph_sees_the_package() -> None:
+    assert {"purgatory.core.timer", "purgatory.aio.reaper", "purgatory"} <= set(GRAPH)
+    assert "purgatory.core.timer_list" in GRAPH["purgatory.core.timer"]
+
+
+@pytest.mark.parametrize("name", sorted(m for m in GRAPH if m.startswith("purgatory.core")))
+def test_the_core_imports_no_event_loop_and_nothing_outside_the_core(name: str) -> None:
+    outside = {m for m in _internal(GRAPH, name) if not m.startswith("purgatory.core")}
+    assert not outside, f"{name} imports {outside}"
+    external = _external(GRAPH, name)
+    assert not external & LOOPS, f"{name} imports {external & LOOPS}"
+    assert external <= set(sys.stdlib_module_names), external - set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("name", sorted(m for m in GRAPH if m.startswith("purgatory.aio")))
+def test_the_shell_builds_on_the_core_and_trio_stays_in_its_backend(name: str) -> None:
+    allowed = ("purgatory.core", "purgatory.aio")
+    outside = {m for m in _internal(GRAPH, name) if not m.startswith(allowed)}
+    assert not outside, f"{name} imports {outside}"
+    if name != "purgatory.aio.backends.trio_backend":
+        assert not _external(GRAPH, name) & {"trio", "outcome", "anyio"}, name
+
+
+def _part(name: str) -> str:
+    """The part of the package a module belongs to: ``purgatory.<part>``."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else name
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH))
+def test_parts_reach_each_other_only_through_public_modules(name: str) -> None:
+    mine = _part(name)
+    for target in _internal(GRAPH, name):
+        if _part(target) == mine or name == "purgatory":
+            continue
+        private = [p for p in target.split(".") if p.startswith("_")]
+        assert not private, f"{name} imports the private module {target}"
+        if mine == "purgatory.broker" and _part(target) in {"purgatory.core", "purgatory.aio"}:
+            assert target in {"purgatory.core"}, f"{name} imports {target}: use purgatory"
+
+
+def test_no_import_cycles() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(_internal(GRAPH, node)):
+            if nxt == node:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(GRAPH):
+        if node not in index:
+            visit(node)
+    assert not cycles, cycles
