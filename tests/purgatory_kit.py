@@ -38,9 +38,7 @@ class MockOp(DelayedOperation[str]):
         self.expirations += 1
 
 
-def manual_purgatory(
-    clock: ManualClock, purge_interval: int = 1000, **kwargs: int
-) -> Purgatory[MockOp]:
+def manual_purgatory(clock: ManualClock, purge_interval: int = 1000, **kwargs: int) -> Purgatory:
     """The synchronous core's purgatory on a core timer: drive it with clock + poll."""
     timer = WheelTimer("test", clock=clock, **kwargs)
     return Purgatory("test", timer=timer, purge_interval=purge_interval)

@@ -26,9 +26,9 @@ nothing until then.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..core.operation import Operation
+from ..core.operation import Operation, Waiter
 from .backends import require_backend
 
 __all__ = ["DelayedOperation"]
@@ -36,7 +36,7 @@ __all__ = ["DelayedOperation"]
 T = TypeVar("T")
 
 
-class DelayedOperation(Operation[T]):
+class DelayedOperation(Operation, Generic[T]):
     """An operation that completes early via ``try_complete`` or on timeout, and can
     be awaited; see :mod:`purgatory.core.operation` for its lifecycle.
 
@@ -46,6 +46,20 @@ class DelayedOperation(Operation[T]):
 
     __slots__ = ()
 
+    if TYPE_CHECKING:  # the core's methods, typed with the outcome's type
+
+        def on_complete(self) -> T:
+            """Build and return the outcome; runs exactly once."""
+
+        def result(self) -> T:
+            """The outcome of a completed operation (see Operation.result)."""
+
+        def add_waiter(self, waiter: Waiter[T]) -> None:
+            """Register ``waiter`` for the outcome (see Operation.add_waiter)."""
+
+        def remove_waiter(self, waiter: Waiter[T]) -> None:
+            """Forget ``waiter`` (see Operation.remove_waiter)."""
+
     def __await__(self) -> Generator[Any, None, T]:
         """Wait for the outcome: on_complete's value, or its exception, or
         OperationCancelledError. Needs a running asyncio loop or trio run while
@@ -53,4 +67,5 @@ class DelayedOperation(Operation[T]):
         if self.is_done:
             return self.result()
         backend = require_backend("awaiting an operation")
-        return (yield from backend.wait(self))
+        outcome: T = yield from backend.wait(self)
+        return outcome

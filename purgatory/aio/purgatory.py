@@ -36,21 +36,23 @@ on trio, use ``async with``, not ``__aenter__`` and ``close()``.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..core.purgatory import DEFAULT_PURGE_INTERVAL, Op, Purgatory
+from ..core.purgatory import DEFAULT_PURGE_INTERVAL, Purgatory
 from .backends import report_to_running_library, require_backend
+from .operation import DelayedOperation
 from .reaper import Reaper
 from .timer import SystemTimer
 
 __all__ = ["DelayedOperationPurgatory"]
 
 R = TypeVar("R")
+Op = TypeVar("Op", bound=DelayedOperation[Any])
 
 
-class DelayedOperationPurgatory(Purgatory[Op]):
+class DelayedOperationPurgatory(Purgatory, Generic[Op]):
     """Holds delayed operations under keys until they complete or expire; see the
     module docs here and of :mod:`purgatory.core.purgatory`.
 
@@ -60,6 +62,16 @@ class DelayedOperationPurgatory(Purgatory[Op]):
     """
 
     timer: SystemTimer
+
+    if TYPE_CHECKING:  # the core's methods, typed with the operation type
+
+        def try_complete_else_watch(  # type: ignore[override]
+            self, operation: Op, keys: Iterable[Hashable]
+        ) -> bool:
+            """See Purgatory.try_complete_else_watch."""
+
+        def cancel_for_key(self, key: Hashable) -> list[Op]:  # type: ignore[override]
+            """See Purgatory.cancel_for_key."""
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .errors import OperationCancelledError
 from .timer_list import TimerTask
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Operation", "Waiter"]
 
-T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
@@ -83,8 +82,12 @@ _CANCELLED = 2
 _STATE_NAMES = {_PENDING: "pending", _COMPLETED: "completed", _CANCELLED: "cancelled"}
 
 
-class Operation(TimerTask, Generic[T]):
+class Operation(TimerTask):
     """An operation that completes early via ``try_complete`` or on timeout; see module doc.
+
+    Not generic itself, so that a compiled core can make it an extension type (whose
+    bases cannot include ``typing.Generic``); :class:`purgatory.DelayedOperation`
+    adds the type parameter of the outcome.
 
     ``delay_ms`` is the timeout. ``force_complete``, ``is_completed`` and the state
     checks are O(1); waiters are allocated only for operations someone waits for.
@@ -97,12 +100,12 @@ class Operation(TimerTask, Generic[T]):
         self._list = None
         # invariant: moves PENDING -> COMPLETED or PENDING -> CANCELLED, once
         self._state = _PENDING
-        self._outcome: T | None = None  # on_complete's value, once COMPLETED
+        self._outcome: Any = None  # on_complete's value, once COMPLETED
         self._error: BaseException | None = None  # what awaiters raise instead
         # invariant: None until first awaited while pending; emptied on settling
-        self._waiters: list[Waiter[T]] | None = None
+        self._waiters: list[Waiter[Any]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
-        self._purgatory: Purgatory[Any] | None = None
+        self._purgatory: Purgatory | None = None
         self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
         self._expiring = False  # True while the timer is completing it
 
@@ -113,7 +116,7 @@ class Operation(TimerTask, Generic[T]):
         """If the condition holds, ``return self.force_complete()``; else return False."""
 
     @abstractmethod
-    def on_complete(self) -> T:
+    def on_complete(self) -> Any:
         """Build and return the outcome; runs exactly once."""
 
     @abstractmethod
@@ -182,7 +185,7 @@ class Operation(TimerTask, Generic[T]):
             if error is not None:
                 fut.set_exception(error)
             else:
-                fut.set_result(self._outcome)  # type: ignore[arg-type]
+                fut.set_result(self._outcome)
 
     # -- state ---------------------------------------------------------------
 
@@ -201,7 +204,7 @@ class Operation(TimerTask, Generic[T]):
         """Completed or cancelled: ``await`` returns (or raises) at once. O(1)."""
         return self._state != _PENDING
 
-    def result(self) -> T:
+    def result(self) -> Any:
         """The outcome of a completed operation; raises what awaiters would raise.
 
         Raises ``RuntimeError`` while pending. O(1).
@@ -210,9 +213,9 @@ class Operation(TimerTask, Generic[T]):
             raise RuntimeError("the operation is still pending")
         if self._error is not None:
             raise self._error
-        return self._outcome  # type: ignore[return-value]
+        return self._outcome
 
-    def add_waiter(self, waiter: Waiter[T]) -> None:
+    def add_waiter(self, waiter: Waiter[Any]) -> None:
         """Register ``waiter`` for the outcome of a pending operation. O(1).
 
         RuntimeError if the operation is done: read :meth:`result` instead.
@@ -225,7 +228,7 @@ class Operation(TimerTask, Generic[T]):
         else:
             waiters.append(waiter)
 
-    def remove_waiter(self, waiter: Waiter[T]) -> None:
+    def remove_waiter(self, waiter: Waiter[Any]) -> None:
         """Forget ``waiter`` (its party stopped waiting); no-op once settled or if
         unknown. O(waiters)."""
         waiters = self._waiters

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
@@ -97,8 +97,6 @@ from .report import collect, raise_collected
 from .timer import Timer, coerce_delay
 
 __all__ = ["DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
-
-Op = TypeVar("Op", bound=Operation[Any])
 
 #: Kafka's default: purge once this many completed operations may be watched.
 DEFAULT_PURGE_INTERVAL = 1000
@@ -123,8 +121,11 @@ class PurgatoryStatistics:
     lateness_p99_ms: int  #: 99th percentile expiry lateness
 
 
-class Purgatory(Generic[Op]):
+class Purgatory:
     """Holds delayed operations under keys until they complete or expire; see module doc.
+
+    Not generic itself (a compiled core makes it an extension type);
+    :class:`purgatory.DelayedOperationPurgatory` adds the operation type parameter.
 
     ``timer`` expires them (any :class:`~.timer.Timer`; whoever owns it polls it
     or runs its reaper); with ``timer_enabled=False`` operations are never added
@@ -147,9 +148,9 @@ class Purgatory(Generic[Op]):
         self.timer_enabled = timer_enabled
         # invariant: no empty list; each list holds operations watched on its key,
         # oldest first (a dict used as an ordered set: O(1) removal of any one)
-        self._watchers: dict[Hashable, dict[Op, None]] = {}
+        self._watchers: dict[Hashable, dict[Operation, None]] = {}
         # invariant: every done operation still in a watcher list is in here
-        self._done_watched: list[Op] = []
+        self._done_watched: list[Operation] = []
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
@@ -166,7 +167,7 @@ class Purgatory(Generic[Op]):
 
     # -- the API -------------------------------------------------------------
 
-    def try_complete_else_watch(self, operation: Op, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(self, operation: Operation, keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now, or watch it under ``keys`` and start its timeout.
 
         Returns True only if this call completed it. Everything is checked before
@@ -270,7 +271,7 @@ class Purgatory(Generic[Op]):
         raise_collected(f"{len(errors)} operations failed in {self.name!r}", errors)
         return completed
 
-    def cancel_for_key(self, key: Hashable) -> list[Op]:
+    def cancel_for_key(self, key: Hashable) -> list[Operation]:
         """Stop watching ``key``: cancel (not complete) its pending operations, return them.
 
         Cancelled operations leave the timer and their awaiters raise
@@ -381,7 +382,7 @@ class Purgatory(Generic[Op]):
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _cancel(self, op: Op, error: OperationCancelledError) -> bool:
+    def _cancel(self, op: Operation, error: OperationCancelledError) -> bool:
         was_scheduled = op._list is not None
         if not op._abandon(error):
             return False
@@ -391,11 +392,11 @@ class Purgatory(Generic[Op]):
         self._done_watched.append(op)
         return True
 
-    def _operation_completed(self, op: Operation[Any], from_timer: bool) -> None:
+    def _operation_completed(self, op: Operation, from_timer: bool) -> None:
         """Called by ``force_complete`` of an operation given to this purgatory
         (watched, or in its first ``try_complete``): counters and purge. O(1)."""
         if op._keys:  # watched: its entries wait for the purge
-            self._done_watched.append(op)  # type: ignore[arg-type]
+            self._done_watched.append(op)
         if from_timer:
             self._num_delayed -= 1
         if op._expiring:

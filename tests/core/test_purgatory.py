@@ -97,7 +97,7 @@ def test_purge_runs_after_the_walk_that_triggered_it(clock: ManualClock) -> None
 
 def test_bad_purge_interval(clock: ManualClock) -> None:
     with pytest.raises(ValueError, match="purge_interval"):
-        DelayedOperationPurgatory[MockOp]("p", purge_interval=-1)
+        DelayedOperationPurgatory("p", purge_interval=-1)
 
 
 def test_reentrant_watch_during_check(clock: ManualClock) -> None:
@@ -148,7 +148,7 @@ def test_repr_and_histogram_quantiles() -> None:
     assert 1000 <= h.quantile(0.99) <= 1000 * 1.125
     with pytest.raises(ValueError):
         h.quantile(1.5)
-    assert "watched=0" in repr(DelayedOperationPurgatory[MockOp]("x"))
+    assert "watched=0" in repr(DelayedOperationPurgatory("x"))
 
 
 @pytest.mark.parametrize("make", CALLBACK_ERRORS)
@@ -307,7 +307,7 @@ def test_try_complete_else_watch_of_itself_from_try_complete_is_refused(
     p._check_invariants()
 
 
-def _nothing_changed(p: Purgatory[MockOp]) -> None:
+def _nothing_changed(p: Purgatory) -> None:
     assert p.watched == 0 and p.num_delayed == 0 and p.watched_keys() == []
     assert len(p.timer) == 0
     stats = p.statistics()

@@ -124,10 +124,10 @@ class AsyncioBackend:
     def yield_now(self) -> Awaitable[None]:
         return asyncio.sleep(0)
 
-    def wait(self, op: Operation[T]) -> Generator[Any, None, T]:
+    def wait(self, op: Operation) -> Generator[Any, None, Any]:
         """Wait for a pending ``op`` in this task: one future, registered as a waiter
         and taken back if this awaiter is cancelled. O(1) (cancelling: O(waiters))."""
-        fut: asyncio.Future[T] = self.loop.create_future()
+        fut: asyncio.Future[Any] = self.loop.create_future()
         op.add_waiter(fut)
         try:
             return (yield from fut.__await__())

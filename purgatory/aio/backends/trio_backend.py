@@ -177,9 +177,9 @@ class TrioWaiter(Generic[T]):
         trio.lowlevel.reschedule(self._task, outcome.Error(exc))
 
 
-async def _wait(op: Operation[T]) -> T:
+async def _wait(op: Operation) -> Any:
     """Wait for a pending ``op`` in this trio task. O(1); cancelling it is O(waiters)."""
-    waiter: TrioWaiter[T] = TrioWaiter(trio.lowlevel.current_task())
+    waiter: TrioWaiter[Any] = TrioWaiter(trio.lowlevel.current_task())
     op.add_waiter(waiter)
 
     def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
@@ -188,7 +188,7 @@ async def _wait(op: Operation[T]) -> T:
         op.remove_waiter(waiter)
         return trio.lowlevel.Abort.SUCCEEDED
 
-    return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
+    return await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 class TrioBackend:
@@ -212,7 +212,7 @@ class TrioBackend:
     def yield_now(self) -> Awaitable[None]:
         return trio.sleep(0)
 
-    def wait(self, op: Operation[T]) -> Generator[Any, None, T]:
+    def wait(self, op: Operation) -> Generator[Any, None, Any]:
         return (yield from _wait(op).__await__())
 
     def report(self, message: str, exc: BaseException, context: dict[str, Any]) -> None:
