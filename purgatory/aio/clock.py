@@ -24,11 +24,22 @@ the run's time. A timer holding tasks must stay on one library.
 Reading the clock is on the hot path (every ``add``), and most of
 :meth:`LoopClock.now_ms` is finding the running loop: asyncio's
 ``_get_running_loop`` makes a ``getpid()`` system call on every call, to notice a
-fork. So while a timer's reaper runs, the timer reads :meth:`LoopClock.pinned`
-instead (``WheelTimer.use_clock_reader``): the same clock, chosen once for the
-library the reaper runs on (the timer lives there for that long): 255 -> 113 ns
-a read (BENCHMARKS.md). Which library runs, and how its clock is read, is the
-backends' decision (:func:`~.backends.time_reader`).
+fork. So while a timer's reaper runs, the timer reads
+:meth:`LoopClock.pinned_seconds` instead (``WheelTimer.pin_clock``): the same
+clock, chosen once for the library the reaper runs on (the timer lives there for
+that long): 255 -> 113 ns a read in the pure core (BENCHMARKS.md). Which library
+runs, and how its clock is read, is the backends' decision
+(:func:`~.backends.time_reader`):
+
+* asyncio's own loops: ``loop.time()`` is ``time.monotonic()``, so the reader is
+  ``time.monotonic`` itself, which the compiled core computes in C;
+* uvloop: ``loop.time()`` is libuv's ``uv_now``, CLOCK_MONOTONIC sampled once per
+  loop iteration, in milliseconds. Reading CLOCK_MONOTONIC directly would run
+  ahead of it by up to one iteration, while the loop schedules the reaper's
+  wake-ups on ``uv_now``, so the reader stays ``loop.time`` (one call into
+  uvloop's C code);
+* trio: ``trio.current_time()``, the run's clock (a ``MockClock`` too): it does
+  not count from CLOCK_MONOTONIC, so it is always called.
 
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """
@@ -67,22 +78,20 @@ class LoopClock:
             self._time = time_reader(loop)
         return int(self._time() * 1000)
 
-    def pinned(self) -> Callable[[], int]:
-        """A ``now_ms`` bound to the library running now: it reads that clock
-        without looking the running loop up again. O(1) per read.
+    def pinned_seconds(self) -> Callable[[], float]:
+        """The clock of the library running now, in seconds, bound to it: it reads
+        that clock without looking the running loop up again (``now_ms`` is
+        ``int(pinned_seconds()() * 1000)`` while that library runs). O(1) per read.
 
         The lookup is most of the cost of :meth:`now_ms` (asyncio's
         ``_get_running_loop`` makes a ``getpid()`` system call to detect forks), so a
-        timer uses this while its reaper runs, when the reaper's loop is the one
-        it lives on; see :meth:`purgatory.SystemTimer.start_reaper`.
+        timer pins this while its reaper runs, when the reaper's loop is the one
+        it lives on (``WheelTimer.pin_clock``; see
+        :meth:`purgatory.SystemTimer.start_reaper`). For asyncio's own loop it is
+        ``time.monotonic`` itself, which the compiled core reads in C.
         """
         backend = current_backend()
-        time = time_reader(None) if backend is None else backend.time_reader()
-
-        def now_ms() -> int:
-            return int(time() * 1000)
-
-        return now_ms
+        return time_reader(None) if backend is None else backend.time_reader()
 
     def __repr__(self) -> str:
         return f"LoopClock(loop={self._loop!r})"

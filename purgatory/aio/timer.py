@@ -6,7 +6,7 @@ synchronous method, unchanged) plus what needs a loop:
 * ``async with timer`` starts a :class:`~.reaper.Reaper` wrapping it (Kafka's
   ``SystemTimerReaper``) and stops it on exit; tasks stay scheduled. While the
   reaper runs, the default clock (:class:`~.clock.LoopClock`) is read pinned to
-  the reaper's library (``use_clock_reader``), without finding the running loop
+  the reaper's library (``pin_clock``), without finding the running loop
   again at every ``add``. :meth:`SystemTimer.start_reaper` and
   :meth:`SystemTimer.stop_reaper` are the same steps for an owner that is not a
   block (the purgatory starts its timer's reaper through them).
@@ -97,7 +97,7 @@ class SystemTimer(WheelTimer):
         self._reaper = reaper
         clock = self.clock
         if isinstance(clock, LoopClock):  # the reaper's library is where we live now
-            self.use_clock_reader(clock.pinned())
+            self.pin_clock(clock.pinned_seconds())
         return reaper
 
     async def stop_reaper(
@@ -116,7 +116,7 @@ class SystemTimer(WheelTimer):
             return await reaper.exit(exc_type, exc, tb)
         finally:
             self._reaper = None
-            self.use_clock_reader(None)
+            self.pin_clock(None)
 
     async def __aenter__(self) -> SystemTimer:
         """:meth:`start_reaper`."""

@@ -55,7 +55,7 @@ share one timer and one reaper. For second-scale timeouts a coarser timer
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .timer import Timer
 from .timer_list import TimerTask
@@ -65,12 +65,12 @@ __all__ = ["IdleTracker"]
 K = TypeVar("K", bound=Hashable)
 
 
-class _IdleTask(TimerTask, Generic[K]):
+class _IdleTask(TimerTask):
     """The timer task of one tracked key: when it runs, the key may be idle."""
 
     __slots__ = ("_tracker", "key", "touched_ms")
 
-    def __init__(self, tracker: IdleTracker[K], key: K, touched_ms: int) -> None:
+    def __init__(self, tracker: _Tracker, key: Hashable, touched_ms: int) -> None:
         super().__init__(tracker._timeout_ms)
         self._tracker = tracker
         self.key = key
@@ -84,22 +84,16 @@ class _IdleTask(TimerTask, Generic[K]):
         return f"<_IdleTask key={self.key!r} touched_ms={self.touched_ms}>"
 
 
-class IdleTracker(Generic[K]):
-    """Calls ``on_idle(key)`` once a key has not been touched for ``timeout_ms``.
+class _Tracker:
+    """The tracker itself, on keys of any type; :class:`IdleTracker` adds the key type.
 
-    ``timer`` is a :class:`~.timer.Timer` the caller drives (a
-    :class:`~purgatory.SystemTimer` with its reaper running, or one whose ``poll``
-    is called); its clock is the tracker's clock. Keys are any
-    hashable objects (a connection, a transport, a session id). See the module
-    doc for the algorithm and the timing guarantee.
-
-    ``touch``, ``forget``, ``len`` and ``in`` are O(1); the expiry of a key is
-    O(1) plus one timer ``add`` (O(levels)) if it was touched meanwhile.
+    Not generic (a compiled core makes it an extension type, whose bases cannot
+    include ``typing.Generic``); see :class:`IdleTracker` for the API.
     """
 
     __slots__ = ("_on_idle", "_reaped", "_rearmed", "_tasks", "_timeout_ms", "_timer")
 
-    def __init__(self, timeout_ms: int, on_idle: Callable[[K], object], *, timer: Timer) -> None:
+    def __init__(self, timeout_ms: int, on_idle: Callable[[Any], object], *, timer: Timer) -> None:
         if type(timeout_ms) is not int or timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be a positive int, not {timeout_ms!r}")
         if not callable(on_idle):
@@ -112,7 +106,7 @@ class IdleTracker(Generic[K]):
         # invariant: key -> its task; every task here is scheduled in self._timer,
         # task.key == key, and its entry expires before
         # task.touched_ms + timeout_ms + tick_ms (it never sleeps past the deadline)
-        self._tasks: dict[K, _IdleTask[K]] = {}
+        self._tasks: dict[Hashable, _IdleTask] = {}
         self._reaped = 0  # on_idle calls so far
         self._rearmed = 0  # expiries that found the key touched and re-added its task
 
@@ -137,7 +131,7 @@ class IdleTracker(Generic[K]):
         ``timeout_ms``, however many packets the key gets."""
         return self._rearmed
 
-    def touch(self, key: K) -> None:
+    def touch(self, key: Hashable) -> None:
         """Record activity on ``key``, tracking it if new. O(1).
 
         A tracked key costs one dictionary lookup and one clock read, no timer
@@ -149,12 +143,12 @@ class IdleTracker(Generic[K]):
         except KeyError:
             self._track(key)
 
-    def _track(self, key: K) -> None:
+    def _track(self, key: Hashable) -> None:
         task = _IdleTask(self, key, self._timer.now_ms())
         self._tasks[key] = task
         self._timer.add(task)
 
-    def forget(self, key: K) -> bool:
+    def forget(self, key: Hashable) -> bool:
         """Stop tracking ``key``; True if it was tracked. O(1)."""
         task = self._tasks.pop(key, None)
         if task is None:
@@ -169,7 +163,7 @@ class IdleTracker(Generic[K]):
         for task in tasks.values():
             task.cancel()
 
-    def last_touch_ms(self, key: K) -> int:
+    def last_touch_ms(self, key: Hashable) -> int:
         """When ``key`` was last touched, by the timer's clock; KeyError if untracked. O(1)."""
         return self._tasks[key].touched_ms
 
@@ -181,11 +175,11 @@ class IdleTracker(Generic[K]):
         """Whether ``key`` is tracked. O(1)."""
         return key in self._tasks
 
-    def __iter__(self) -> Iterator[K]:
+    def __iter__(self) -> Iterator[Hashable]:
         """The tracked keys, in tracking order. Do not touch new keys while iterating."""
         return iter(self._tasks)
 
-    def _expire(self, task: _IdleTask[K]) -> None:
+    def _expire(self, task: _IdleTask) -> None:
         """The timer ran ``task``: re-arm it for the remaining time, or reap its key."""
         key = task.key
         if self._tasks.get(key) is not task:  # defensive: a forgotten task never runs
@@ -222,3 +216,36 @@ class IdleTracker(Generic[K]):
             f"<IdleTracker timeout_ms={self._timeout_ms} tracked={len(self._tasks)} "
             f"reaped={self._reaped} rearmed={self._rearmed} timer={self._timer.name!r}>"
         )
+
+
+class IdleTracker(_Tracker, Generic[K]):
+    """Calls ``on_idle(key)`` once a key has not been touched for ``timeout_ms``.
+
+    ``timer`` is a :class:`~.timer.Timer` the caller drives (a
+    :class:`~purgatory.SystemTimer` with its reaper running, or one whose ``poll``
+    is called); its clock is the tracker's clock. Keys are any
+    hashable objects (a connection, a transport, a session id). See the module
+    doc for the algorithm and the timing guarantee.
+
+    ``touch``, ``forget``, ``len`` and ``in`` are O(1); the expiry of a key is
+    O(1) plus one timer ``add`` (O(levels)) if it was touched meanwhile.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # the tracker's methods, typed with the key type
+
+        def __init__(
+            self, timeout_ms: int, on_idle: Callable[[K], object], *, timer: Timer
+        ) -> None: ...
+
+        def touch(self, key: K) -> None:  # type: ignore[override]
+            """Record activity on ``key`` (see _Tracker.touch)."""
+
+        def forget(self, key: K) -> bool:  # type: ignore[override]
+            """Stop tracking ``key`` (see _Tracker.forget)."""
+
+        def last_touch_ms(self, key: K) -> int:  # type: ignore[override]
+            """When ``key`` was last touched (see _Tracker.last_touch_ms)."""
+
+        def __iter__(self) -> Iterator[K]: ...

@@ -52,15 +52,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .errors import OperationCancelledError
 from .timer_list import TimerTask
 
-if TYPE_CHECKING:
-    from .purgatory import Purgatory
-
-__all__ = ["Operation", "Waiter"]
+__all__ = ["CompletionListener", "Operation", "Waiter"]
 
 T_contra = TypeVar("T_contra", contravariant=True)
 
@@ -80,6 +77,20 @@ _COMPLETED = 1  # on_complete ran (or raised)
 _CANCELLED = 2
 
 _STATE_NAMES = {_PENDING: "pending", _COMPLETED: "completed", _CANCELLED: "cancelled"}
+
+
+class CompletionListener:
+    """What an operation tells of its completion: the purgatory watching it.
+
+    An interface of one method, so that this module needs nothing of the
+    purgatory's (a compiled core calls it directly, in C).
+    """
+
+    __slots__ = ()
+
+    def _operation_completed(self, op: Operation, from_timer: bool) -> None:
+        """``op`` just won ``force_complete``; ``from_timer``: it was in the timer."""
+        raise NotImplementedError
 
 
 class Operation(TimerTask):
@@ -105,7 +116,7 @@ class Operation(TimerTask):
         # invariant: None until first awaited while pending; emptied on settling
         self._waiters: list[Waiter[Any]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
-        self._purgatory: Purgatory | None = None
+        self._purgatory: CompletionListener | None = None
         self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
         self._expiring = False  # True while the timer is completing it
 

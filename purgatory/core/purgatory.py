@@ -92,7 +92,7 @@ from typing import Any
 
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
-from .operation import Operation
+from .operation import CompletionListener, Operation
 from .report import collect, raise_collected
 from .timer import Timer, coerce_delay
 
@@ -121,7 +121,7 @@ class PurgatoryStatistics:
     lateness_p99_ms: int  #: 99th percentile expiry lateness
 
 
-class Purgatory:
+class Purgatory(CompletionListener):
     """Holds delayed operations under keys until they complete or expire; see module doc.
 
     Not generic itself (a compiled core makes it an extension type);
@@ -131,6 +131,27 @@ class Purgatory:
     or runs its reaper); with ``timer_enabled=False`` operations are never added
     to the timer (they complete only through keys).
     """
+
+    __slots__ = (
+        "_cancelled",
+        "_closed",
+        "_completed_early",
+        "_depth",
+        "_done_watched",
+        "_estimated",
+        "_expired",
+        "_lateness",
+        "_num_delayed",
+        "_purge_due",
+        "_purged",
+        "_purges",
+        "_watched",
+        "_watchers",
+        "name",
+        "purge_interval",
+        "timer",
+        "timer_enabled",
+    )
 
     def __init__(
         self,

@@ -33,11 +33,12 @@ when work appears before what it sleeps for; ``SystemTimer.advance_clock`` is
 Kafka's ``advanceClock(timeoutMs)`` for code that drives the timer itself.
 
 The clock is any object with ``now_ms() -> int`` (:class:`~.clock.Clock`), read
-once per ``add`` and once per ``poll``. :attr:`WheelTimer.now_ms` is that read,
-public and as cheap as the timer's own, so code living beside the timer (the
-idle tracker, a user's) stamps times on the same clock at the same cost. A
-shell that knows a faster reader of the same clock installs it with
-:meth:`WheelTimer.use_clock_reader`.
+once per ``add`` and once per ``poll``. :meth:`WheelTimer.now_ms` is that read,
+public, so code living beside the timer (the idle tracker, a user's) stamps
+times on the same clock at the same cost. A shell that knows a cheaper reader
+of the same clock, in seconds, pins it with :meth:`WheelTimer.pin_clock`; the
+compiled core reads ``time.monotonic`` (asyncio's loop clock) in C, bit for bit
+the same value, with no Python call (``cmonotonic.pxd``).
 
 Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
 ``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
@@ -65,6 +66,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -74,7 +76,26 @@ from .report import collect, raise_collected
 from .timer_list import TaskCounter, TimerTask, TimerTaskList
 from .timing_wheel import TimingWheel
 
-__all__ = ["DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "Timer", "WheelTimer", "coerce_delay"]
+try:
+    import cython
+except ImportError:  # the pure-Python core, with Cython not installed
+    from . import _cython_shim as cython
+
+if not cython.compiled:  # the compiled core cimports a C monotonic() (cmonotonic.pxd)
+    from time import monotonic
+
+__all__ = [
+    "COMPILED",
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
+    "Timer",
+    "WheelTimer",
+    "coerce_delay",
+    "monotonic_ms",
+]
+
+#: True when this module is the compiled core (Cython), False when it is the .py
+COMPILED: bool = cython.compiled
 
 #: where a collected error goes when an interrupt ends the pass that collected it
 logger = logging.getLogger("purgatory")
@@ -82,6 +103,13 @@ logger = logging.getLogger("purgatory")
 #: Kafka's defaults: 1 ms ticks, 20 buckets per wheel level.
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
+
+
+def monotonic_ms() -> int:
+    """``time.monotonic()`` in whole milliseconds (asyncio's loop clock, as
+    :class:`purgatory.LoopClock` reads it). O(1); in the compiled core one
+    ``clock_gettime(CLOCK_MONOTONIC)``, computed to the same value, no Python call."""
+    return int(monotonic() * 1000)
 
 
 def coerce_delay(delay: object) -> int:
@@ -144,13 +172,14 @@ class WheelTimer:
         "_due",
         "_errors",
         "_flushed",
+        "_monotonic",
         "_poll_now_ms",
         "_queue",
         "_ran",
+        "_seconds",
         "_wakeups",
         "_wheel",
         "name",
-        "now_ms",
     )
 
     def __init__(
@@ -163,11 +192,12 @@ class WheelTimer:
     ) -> None:
         self.name = name
         self._clock = clock
-        #: ``now_ms()``: the timer's clock, read the way ``add`` reads it, O(1): the
-        #: clock's ``now_ms``, or a faster reader of the same clock installed by
-        #: use_clock_reader. An attribute, not a method, so reading it costs
-        #: what the timer's own read costs (the idle tracker reads it per touch).
-        self.now_ms: Callable[[], int] = clock.now_ms
+        # how now_ms reads the clock (see pin_clock): None, the clock's own now_ms;
+        # else int(seconds() * 1000) of this reader of the same clock in seconds
+        self._seconds: Callable[[], float] | None = None
+        # invariant: True only in the compiled core, when _seconds is time.monotonic:
+        # then now_ms reads CLOCK_MONOTONIC in C (the same value, no Python call)
+        self._monotonic = False
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
@@ -198,13 +228,36 @@ class WheelTimer:
         """Tasks scheduled and not yet run or cancelled. O(1)."""
         return self._counter.value
 
-    def use_clock_reader(self, reader: Callable[[], int] | None) -> None:
-        """Read the clock through ``reader`` from now on (None: ``clock.now_ms`` again).
+    def now_ms(self) -> int:
+        """The timer's clock, read the way ``add`` reads it. O(1).
 
-        ``reader`` must read the *same* clock, only faster (the async shell pins
-        the running loop's clock while its reaper runs). O(1).
+        The clock's ``now_ms()``, or while a seconds reader is pinned
+        (:meth:`pin_clock`), ``int(seconds() * 1000)``; in the compiled core, when
+        that reader is ``time.monotonic``, the same value read from
+        ``CLOCK_MONOTONIC`` in C with no Python call (see :mod:`.monotonic`).
         """
-        self.now_ms = self._clock.now_ms if reader is None else reader
+        if self._monotonic:
+            return monotonic_ms()
+        seconds = self._seconds
+        if seconds is not None:
+            return int(seconds() * 1000)
+        return self._clock.now_ms()
+
+    @property
+    def pinned_clock(self) -> Callable[[], float] | None:
+        """The seconds reader :meth:`pin_clock` pinned, or None. O(1)."""
+        return self._seconds
+
+    def pin_clock(self, seconds: Callable[[], float] | None) -> None:
+        """Read the clock as ``int(seconds() * 1000)`` from now on; None: through the
+        clock's ``now_ms()`` again. O(1).
+
+        ``seconds`` must read the *same* clock in seconds, only cheaper (the async
+        shell pins the running loop's clock while the timer's reaper runs, so a
+        read skips finding the running loop).
+        """
+        self._seconds = seconds
+        self._monotonic = COMPILED and seconds is time.monotonic
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.

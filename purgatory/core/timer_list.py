@@ -14,9 +14,9 @@ itself (:class:`TimerTaskEntry` is its base class): scheduling allocates nothing
 and "an entry belongs to at most one list" holds by construction.
 
 A bucket has an expiration (the start of the tick it covers), unset (-1) while
-new and after each flush. :meth:`TimerTaskList.set_expiration` reports whether the
-value changed, and only then does the wheel offer the bucket to the delay queue,
-so a bucket enters the queue once per rotation however many tasks it takes.
+new and after each flush. The wheel sets it when it adds a task, and offers the
+bucket to the delay queue only when the value changed, so a bucket enters the
+queue once per rotation however many tasks it takes.
 :meth:`TimerTaskList.flush` empties a bucket through a function (the timer's
 reinsert) and unsets the expiration.
 
@@ -27,7 +27,7 @@ Example, one bucket ``b`` and two tasks::
 
     b.add(t1, 10); b.add(t2, 12)     # counter 2
     t1.cancel()                      # counter 1, O(1)
-    b.set_expiration(10) -> True; b.set_expiration(10) -> False
+    b.expiration_ms = 10             # the wheel: changed, so offer b to the queue
     b.flush(f)                       # f(t2); counter 0; expiration -1
 """
 
@@ -109,8 +109,7 @@ class TimerTaskList(_Link):
     """A bucket: a circular doubly linked list of tasks with one expiration.
 
     The bucket is the list's sentinel: ``_next`` is the oldest task, ``_prev``
-    the newest. ``add``, ``remove``, ``set_expiration`` are O(1); ``flush`` and
-    ``len`` are O(tasks).
+    the newest. ``add`` is O(1); ``flush`` and ``len`` are O(tasks).
     """
 
     __slots__ = ("_counter", "expiration_ms", "finest")
@@ -138,13 +137,6 @@ class TimerTaskList(_Link):
             yield node
             node = node._next
 
-    def set_expiration(self, expiration_ms: int) -> bool:
-        """Set the bucket's expiration; True if it changed. O(1)."""
-        if self.expiration_ms == expiration_ms:
-            return False
-        self.expiration_ms = expiration_ms
-        return True
-
     def add(self, task: TimerTask, expiration_ms: int) -> None:
         """Append ``task`` expiring at ``expiration_ms``, moving it out of any bucket. O(1)."""
         task.cancel()
@@ -156,11 +148,6 @@ class TimerTaskList(_Link):
         tail._next = task
         self._prev = task
         self._counter.value += 1
-
-    def remove(self, task: TimerTask) -> None:
-        """Unlink ``task`` if it is in this bucket. O(1)."""
-        if task._list is self:
-            task.cancel()
 
     def flush(self, f: Callable[[TimerTask], object]) -> None:
         """Remove every task, handing each to ``f``, then unset the expiration.

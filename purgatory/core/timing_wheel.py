@@ -132,7 +132,7 @@ class TimingWheel:
                 bucket._prev = task
                 self._counter.value += 1
                 bucket_ms = virtual_id * tick_ms
-                if bucket.expiration_ms != bucket_ms:  # set_expiration, inlined
+                if bucket.expiration_ms != bucket_ms:  # a new rotation of this bucket
                     bucket.expiration_ms = bucket_ms
                     self._queue.offer(bucket)
                 return True
