@@ -27,8 +27,11 @@ Produce, per partition, before anything is appended:
 The rest go to :meth:`Broker.produce` in one call (acks=-1 becomes one
 DelayedProduce). Fetches go to :meth:`Broker.fetch` as a consumer
 (``replica_id=-1`` whatever the request says: followers here are simulated).
-The request-level ``max_bytes`` of a fetch is not enforced; each partition's
-``partition_max_bytes`` is (the first batch is always returned whole).
+A fetch's answer holds at most its request-level ``max_bytes`` in total, and at
+most ``partition_max_bytes`` per partition, except that a partition's first batch
+is returned whole when it fits in what is left of ``max_bytes``, and the first
+non-empty partition's first batch is returned whole whatever its size (Kafka's
+rule: a consumer always gets at least one batch, so it progresses).
 """
 
 from __future__ import annotations
@@ -514,7 +517,11 @@ class RequestHandler:
         if not requests:  # nothing to fetch: wait max_wait, answer empty (as Kafka does)
             return Pending([_sleep_then({}, max_wait_ms)], finish)
         op = self.broker.fetch(
-            requests, min_bytes=max(0, body.min_bytes), max_wait_ms=max_wait_ms, replica_id=-1
+            requests,
+            min_bytes=max(0, body.min_bytes),
+            max_wait_ms=max_wait_ms,
+            replica_id=-1,
+            max_bytes=max(0, body.max_bytes),
         )
         if op.is_done:
             return finish([op.result()])
