@@ -21,6 +21,8 @@ class WireConfig:
     port: int = DEFAULT_PORT
     data_dir: str | None = None
     partitions: int = 1  # of each topic created on first use (Kafka's num.partitions)
+    # topics are auto-created only while the broker leads at most this many partitions
+    max_partitions: int = 1000
     followers: int = 2  # simulated followers of every partition (replica ids 1..n)
     follower_lag_ms: int = 20  # each follower sleeps this long between fetches
     follower_max_wait_ms: int = 500  # a follower's long poll
@@ -38,6 +40,7 @@ class WireConfig:
         checks: list[tuple[bool, str]] = [
             (0 <= self.port <= 65535, "port must be in [0, 65535]"),
             (1 <= self.partitions <= 10_000, "partitions must be in [1, 10000]"),
+            (self.max_partitions >= self.partitions, "max_partitions must be >= partitions"),
             (0 <= self.followers <= 100, "followers must be in [0, 100]"),
             (self.follower_lag_ms >= 0, "follower_lag_ms must be >= 0"),
             (self.follower_max_wait_ms >= 0, "follower_max_wait_ms must be >= 0"),
