@@ -18,6 +18,7 @@ Modules, one job each:
 * :mod:`._idempotence`: producer ids and the dedupe of retried batches;
 * :mod:`._replicas`: simulated followers with lag, the ISR checker;
 * :mod:`._shortage`: running out of file descriptors, logged once per shortage;
+* :mod:`._accept`: the accept loop, which pauses while descriptors are short;
 * :mod:`._server`: the asyncio TCP server, replies in request order, bad
   input closes one connection;
 * :mod:`._thread`: the broker on its own loop in a thread, for blocking clients.

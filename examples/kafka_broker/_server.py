@@ -1,6 +1,8 @@
 """The TCP server: frames in, replies out in request order, bad input closes one connection.
 
-One connection, two tasks::
+Connections come from :class:`~._accept.Acceptor`, which owns the listening
+socket and, out of file descriptors, keeps serving the connections open while it
+pauses and retries (logged once). One connection, two tasks::
 
     reader:  read size (4 bytes) -> check limit -> read frame -> handler.handle(frame)
              -> reply (bytes | Pending | None) -> queue        (pauses when queue full)
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import tempfile
 from dataclasses import dataclass
 from types import TracebackType
@@ -34,6 +37,7 @@ from typing import Any
 
 from purgatory.broker import Broker
 
+from ._accept import Acceptor, listen
 from ._config import WireConfig
 from ._handlers import CloseConnection, Pending, Reply, RequestHandler
 from ._replicas import FollowerReplicas, HighWatermarkHook
@@ -77,7 +81,9 @@ class KafkaWireBroker:
         self._broker: Broker | None = None
         self._replicas: FollowerReplicas | None = None
         self._handler: RequestHandler | None = None
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: Acceptor | None = None
+        self._accept_task: asyncio.Task[None] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._port = 0
         self._connections: set[asyncio.Task[Any]] = set()
@@ -145,16 +151,20 @@ class KafkaWireBroker:
         )
         self._handler = RequestHandler(broker, self._replicas, cfg, lambda: (cfg.host, self._port))
         try:
-            self._server = await asyncio.start_server(self._serve_connection, cfg.host, cfg.port)
+            self._listener = await listen(cfg.host, cfg.port)
         except OSError:
             await self.close()
             raise
-        self._port = self._server.sockets[0].getsockname()[1]
+        self._port = self._listener.getsockname()[1]
+        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
+        self._accept_task = asyncio.get_running_loop().create_task(
+            self._acceptor.run(), name=f"accept-{self._port}"
+        )
         log.info("listening on %s", self.bootstrap_servers)
 
     async def serve_forever(self) -> None:
         """Start (if needed) and serve until :meth:`close`."""
-        if self._server is None:
+        if self._listener is None:
             await self.start()
         await self._closed.wait()
 
@@ -165,13 +175,14 @@ class KafkaWireBroker:
             await self._closed.wait()
             return
         self._closing = True
-        if self._server is not None:
-            self._server.close()
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
         if self._replicas is not None:
             await self._replicas.close()
         if self._broker is not None:
@@ -194,29 +205,34 @@ class KafkaWireBroker:
 
     # -- connections -------------------------------------------------------------
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accepted(self, conn: socket.socket) -> None:
+        """The acceptor's hand-over: one task per connection."""
         if self._closing:
-            writer.close()
+            conn.close()
             return
+        task = asyncio.get_running_loop().create_task(self._serve_connection(conn))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve_connection(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, conn)
+        except (OSError, asyncio.CancelledError):
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         self.stats.connections_opened += 1
         try:
             await self._serve(reader, writer)
         except asyncio.CancelledError:
-            # close() cancels connections (maybe while one is already cleaning up).
-            # End normally: Python 3.11's start_server callback calls
-            # task.exception() on the finished task, which raises, and logs an
-            # error, if the task ended cancelled.
-            if not self._closing:
+            if not self._closing:  # close() cancels connections; anything else is real
                 raise
         finally:
             writer.close()
             self.stats.connections_closed += 1
-            self._connections.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

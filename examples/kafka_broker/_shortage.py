@@ -10,8 +10,8 @@ a traceback per accept attempt) buries the one useful line under megabytes. A
     clear()                                            "accepting connections again
                                                         after 6.2 s (41 failures)"
 
-The errno sets name what counts as running out (as opposed to a real error
-that should propagate). :func:`fit_descriptor_limit` is the command line's
+:data:`OUT_OF_DESCRIPTORS` names what counts as running out (as opposed to a
+real error that should propagate). :func:`fit_descriptor_limit` is the command line's
 first defence: like Go's runtime, it raises the process's soft limit on open
 files toward the hard one, as far as ``max_partitions`` and connections need, and
 lowers the cap when the limit cannot fit it.
@@ -26,15 +26,12 @@ import time
 __all__ = [
     "DESCRIPTORS_PER_PARTITION",
     "OUT_OF_DESCRIPTORS",
-    "OUT_OF_RESOURCES",
     "Shortage",
     "fit_descriptor_limit",
 ]
 
 #: The process (EMFILE) or the system (ENFILE) has no file descriptor left.
 OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
-#: What accept(2) fails with when the process is short of something, not the peer.
-OUT_OF_RESOURCES = OUT_OF_DESCRIPTORS | {errno.ENOBUFS, errno.ENOMEM}
 #: A partition's log file, its offset index and the index's memory map (a dup).
 DESCRIPTORS_PER_PARTITION = 3
 #: Room kept for connections, the event loop and the rest of the process.
