@@ -100,11 +100,47 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
         "partitions (each holds about 3 file descriptors); past it a new topic is "
         "answered UNKNOWN_TOPIC_OR_PARTITION (default %(default)s)",
     )
+    g.add_argument(
+        "--connections-max-idle-ms",
+        type=int,
+        default=_D.connections_max_idle_ms,
+        help="close a connection silent this long, unless it waits for a delayed reply "
+        "(Kafka's connections.max.idle.ms; default %(default)s)",
+    )
+    g.add_argument(
+        "--max-frame-wait-ms",
+        type=int,
+        default=_D.max_frame_wait_ms,
+        help="close a connection whose request has not fully arrived this long after its "
+        "first byte (default %(default)s)",
+    )
+    g.add_argument(
+        "--max-pending-response-bytes",
+        type=int,
+        default=_D.max_pending_response_bytes,
+        help="per connection: stop reading requests while the replies not yet taken by the "
+        "client hold this many bytes (a waiting fetch counts its max_bytes; "
+        "default %(default)s)",
+    )
+    g.add_argument(
+        "--max-pending-responses",
+        type=int,
+        default=_D.max_pending_responses,
+        help="per connection: stop reading requests while this many replies are not yet "
+        "written (default %(default)s)",
+    )
 
 
 def limit_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`WireConfig` fields set by :func:`add_limit_options`."""
-    return {"max_partitions": args.max_partitions}
+    names = (
+        "max_partitions",
+        "connections_max_idle_ms",
+        "max_frame_wait_ms",
+        "max_pending_response_bytes",
+        "max_pending_responses",
+    )
+    return {name: getattr(args, name) for name in names}
 
 
 async def serve(config: WireConfig) -> None:

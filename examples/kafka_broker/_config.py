@@ -31,6 +31,10 @@ class WireConfig:
     advertise_followers: bool = True  # list follower ids in Metadata replicas / ISR
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     max_pending_responses: int = 100  # per connection; reading pauses beyond it
+    # per connection: reading pauses while the replies not yet written reserve this much
+    max_pending_response_bytes: int = 16 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000  # Kafka's connections.max.idle.ms
+    max_frame_wait_ms: int = 30_000  # from a request's first byte to its last
     cluster_id: str = "purgatory-wire-example"
     tick_ms: int = 1
     wheel_size: int = 20
@@ -51,6 +55,9 @@ class WireConfig:
             (self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms must be >= 1"),
             (self.max_frame_bytes >= 64, "max_frame_bytes must be >= 64"),
             (self.max_pending_responses >= 1, "max_pending_responses must be >= 1"),
+            (self.max_pending_response_bytes >= 1, "max_pending_response_bytes must be >= 1"),
+            (self.connections_max_idle_ms >= 1, "connections_max_idle_ms must be >= 1"),
+            (self.max_frame_wait_ms >= 1, "max_frame_wait_ms must be >= 1"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),
             (self.wheel_size >= 2, "wheel_size must be >= 2"),
         ]

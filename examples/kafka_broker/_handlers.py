@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from purgatory import TopicPartition
+from purgatory import SystemTimer, TopicPartition
 from purgatory.broker import (
     Broker,
     DelayedProduce,
@@ -115,10 +115,14 @@ class CloseConnection(Exception):
 
 @dataclass(slots=True)
 class Pending(Generic[T]):
-    """A reply that waits: await ``waits`` in order, then ``finish`` builds the frame."""
+    """A reply that waits: await ``waits`` in order, then ``finish`` builds the frame.
+
+    ``size_hint_bytes``: about the most the frame will hold (the connection's
+    back-pressure reserves it while the reply is queued); 0 for small replies."""
 
     waits: Sequence[Awaitable[T]]
     finish: Callable[[list[T]], bytes]
+    size_hint_bytes: int = 0
 
     async def wait(self) -> bytes:
         return self.finish([await w for w in self.waits])
@@ -142,11 +146,14 @@ class RequestHandler:
         replicas: FollowerReplicas,
         config: WireConfig,
         advertised: Callable[[], tuple[str, int]],
+        *,
+        timer: SystemTimer,
     ) -> None:
         self.broker = broker
         self.replicas = replicas
         self.config = config
         self._advertised = advertised
+        self.timer = timer  # the wire broker's timer (producer state expiry)
         self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
         self.producer_ids = ProducerIdAllocator()
         self.producer_states = ProducerStateTable()
@@ -580,7 +587,8 @@ class RequestHandler:
         )
         if op.is_done:
             return finish([op.result()])
-        return Pending([op], finish)
+        hint = min(body.max_bytes, sum(s.max_bytes for s in requests.values()))
+        return Pending([op], finish, size_hint_bytes=max(0, hint))
 
     def _fetch_response(
         self,
