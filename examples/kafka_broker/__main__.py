@@ -129,6 +129,13 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
         help="per connection: stop reading requests while this many replies are not yet "
         "written (default %(default)s)",
     )
+    g.add_argument(
+        "--producer-id-expiration-ms",
+        type=int,
+        default=_D.producer_id_expiration_ms,
+        help="forget an idempotent producer's state (per partition) this long after its "
+        "last write (Kafka's producer.id.expiration.ms; default %(default)s)",
+    )
 
 
 def limit_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -139,6 +146,7 @@ def limit_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_frame_wait_ms",
         "max_pending_response_bytes",
         "max_pending_responses",
+        "producer_id_expiration_ms",
     )
     return {name: getattr(args, name) for name in names}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._idempotence import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
 __all__ = ["DEFAULT_PORT", "WireConfig"]
 
 DEFAULT_PORT = 9092
@@ -35,6 +37,7 @@ class WireConfig:
     max_pending_response_bytes: int = 16 * 1024 * 1024
     connections_max_idle_ms: int = 600_000  # Kafka's connections.max.idle.ms
     max_frame_wait_ms: int = 30_000  # from a request's first byte to its last
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # one day
     cluster_id: str = "purgatory-wire-example"
     tick_ms: int = 1
     wheel_size: int = 20
@@ -58,6 +61,7 @@ class WireConfig:
             (self.max_pending_response_bytes >= 1, "max_pending_response_bytes must be >= 1"),
             (self.connections_max_idle_ms >= 1, "connections_max_idle_ms must be >= 1"),
             (self.max_frame_wait_ms >= 1, "max_frame_wait_ms must be >= 1"),
+            (self.producer_id_expiration_ms >= 1, "producer_id_expiration_ms must be >= 1"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),
             (self.wheel_size >= 2, "wheel_size must be >= 2"),
         ]

@@ -138,7 +138,10 @@ _HEADER_MAGIC_AT = 16
 
 
 class RequestHandler:
-    """Topics, producer state and the per-API handlers; see module doc. Not thread-safe."""
+    """Topics, producer state and the per-API handlers; see module doc. Not thread-safe.
+
+    ``timer`` (the wire broker's, its reaper running) expires idempotent producer
+    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`)."""
 
     def __init__(
         self,
@@ -153,10 +156,10 @@ class RequestHandler:
         self.replicas = replicas
         self.config = config
         self._advertised = advertised
-        self.timer = timer  # the wire broker's timer (producer state expiry)
         self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
-        self.producer_ids = ProducerIdAllocator()
-        self.producer_states = ProducerStateTable()
+        expiration_ms = config.producer_id_expiration_ms
+        self.producer_ids = ProducerIdAllocator(timer=timer, expiration_ms=expiration_ms)
+        self.producer_states = ProducerStateTable(timer=timer, expiration_ms=expiration_ms)
         # topics not created: over max_partitions, or no file descriptor left
         self.topics_refused = 0
         self.partition_limit = Shortage("creating topics", log)  # never ends: none deleted

@@ -11,6 +11,7 @@ LIMITS = {
     "--max-frame-wait-ms": ("max_frame_wait_ms", 567),
     "--max-pending-response-bytes": ("max_pending_response_bytes", 8910),
     "--max-pending-responses": ("max_pending_responses", 11),
+    "--producer-id-expiration-ms": ("producer_id_expiration_ms", 1213),
 }
 
 
