@@ -215,7 +215,6 @@ class Connection:
         max_replies = config.max_pending_responses
         touch_idle = limits.idle.touch
         touch_frame = limits.frame.touch
-        handler = self.handler
         stats = limits.stats
         reader = self.reader
         room = self._room
@@ -249,22 +248,29 @@ class Connection:
                     f"truncated frame: {len(exc.partial)} of {size} bytes before EOF"
                 ) from None
             self.mid_frame = False
-            stats.requests += 1
-            try:
-                reply = handler.handle(frame)
-            except CloseConnection:
-                raise
-            except Exception as exc:
-                stats.internal_errors += 1
-                log.exception("internal error handling a request")
-                raise CloseConnection(f"internal error: {exc!r}") from exc
-            if reply is None:
-                continue
-            reserved = len(reply) if isinstance(reply, bytes) else reply.size_hint_bytes
-            self.pending_bytes += reserved
-            if self.pending_bytes > stats.peak_pending_response_bytes:
-                stats.peak_pending_response_bytes = self.pending_bytes
-            queue.put_nowait((reply, reserved))
+            self._handle(frame, queue)
+            del frame  # a large request is not kept while the next one arrives
+
+    def _handle(self, frame: bytes, queue: asyncio.Queue[tuple[Reply, int]]) -> None:
+        """Answer one request and queue its reply with its reservation (the reply is
+        not kept in a local of the read loop while it waits for room)."""
+        stats = self.limits.stats
+        stats.requests += 1
+        try:
+            reply = self.handler.handle(frame)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            stats.internal_errors += 1
+            log.exception("internal error handling a request")
+            raise CloseConnection(f"internal error: {exc!r}") from exc
+        if reply is None:
+            return
+        reserved = len(reply) if isinstance(reply, bytes) else reply.size_hint_bytes
+        self.pending_bytes += reserved
+        if self.pending_bytes > stats.peak_pending_response_bytes:
+            stats.peak_pending_response_bytes = self.pending_bytes
+        queue.put_nowait((reply, reserved))
 
     async def _write_replies(self, queue: asyncio.Queue[tuple[Reply, int]]) -> None:
         writer = self.writer
@@ -291,6 +297,7 @@ class Connection:
                 data = reply
             try:
                 writer.write(data)
+                del data, reply  # the transport holds what it has not sent yet
                 await writer.drain()
             except ConnectionError:
                 return  # the reader sees the closed connection too

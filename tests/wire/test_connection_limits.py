@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -163,3 +164,37 @@ async def test_a_client_that_does_not_read_its_answers_stops_being_read() -> Non
         finally:
             await consumer.close()
             await producer.close()
+
+
+def test_a_large_answer_leaves_no_encode_buffer_behind() -> None:
+    """kafka-python keeps its encode buffer at the largest message it encoded; the codec
+    drops it after a large one, so one big fetch answer is not held for ever."""
+    fr = codec.FetchResponse
+    records = b"x" * (4 << 20)
+    part = fr.FetchableTopicResponse.PartitionData(
+        partition_index=0,
+        error_code=0,
+        high_watermark=0,
+        last_stable_offset=0,
+        log_start_offset=0,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=records,
+    )
+    response = fr(
+        version=12,
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[fr.FetchableTopicResponse(topic=TOPIC, partitions=[part])],
+    )
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        frame = codec.encode_response(response, 1)
+        assert len(frame) > len(records)
+        del frame
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < codec.ENCODE_BUFFER_KEEP_BYTES
