@@ -17,17 +17,21 @@ Modules, one job each:
   :class:`purgatory.broker.Broker`;
 * :mod:`._idempotence`: producer ids and the dedupe of retried batches;
 * :mod:`._replicas`: simulated followers with lag, the ISR checker;
-* :mod:`._server`: the asyncio TCP server, replies in request order, bad
-  input closes one connection;
+* :mod:`._shortage`: running out of file descriptors, logged once per shortage;
+* :mod:`._accept`: the accept loop, which pauses while descriptors are short;
+* :mod:`._connection`: one connection: replies in request order, bad input
+  closes only it; idle, frame-wait and back-pressure limits;
+* :mod:`._server`: the broker, its listener, connections and timer;
 * :mod:`._thread`: the broker on its own loop in a thread, for blocking clients.
 """
 
 from ._codec import SUPPORTED_APIS, ApiSpec
 from ._config import DEFAULT_PORT, WireConfig
+from ._connection import WireStats
 from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler, WireError
 from ._idempotence import ProducerIdAllocator, ProducerStateTable
 from ._replicas import FollowerReplicas, HighWatermarkHook
-from ._server import KafkaWireBroker, WireStats
+from ._server import KafkaWireBroker
 from ._thread import BrokerThread
 
 __all__ = [

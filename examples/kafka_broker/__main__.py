@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import Sequence
+from typing import Any
 
 from ._config import WireConfig
 from ._server import KafkaWireBroker
+from ._shortage import fit_descriptor_limit
 
 _D = WireConfig()
 
@@ -58,6 +61,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         action="store_true",
         help="list only broker 0 in Metadata replicas and ISR",
     )
+    add_limit_options(p)
     p.add_argument("--uvloop", action="store_true", help="run on uvloop")
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and topics")
     args = p.parse_args(argv)
@@ -76,6 +80,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         max_frame_bytes=args.max_frame_bytes,
         advertise_followers=not args.no_advertise_followers,
+        **limit_options(args),
     )
     try:
         config.validate()
@@ -84,8 +89,73 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
     return config, args.uvloop
 
 
+def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """The options that keep one client from taking the broker down (README: limits)."""
+    g = p.add_argument_group("limits")
+    g.add_argument(
+        "--max-partitions",
+        type=int,
+        default=_D.max_partitions,
+        help="topics are auto-created only while the broker leads at most this many "
+        "partitions (each holds about 3 file descriptors); past it a new topic is "
+        "answered UNKNOWN_TOPIC_OR_PARTITION (default %(default)s)",
+    )
+    g.add_argument(
+        "--connections-max-idle-ms",
+        type=int,
+        default=_D.connections_max_idle_ms,
+        help="close a connection silent this long, unless it waits for a delayed reply "
+        "(Kafka's connections.max.idle.ms; default %(default)s)",
+    )
+    g.add_argument(
+        "--max-frame-wait-ms",
+        type=int,
+        default=_D.max_frame_wait_ms,
+        help="close a connection whose request has not fully arrived this long after its "
+        "first byte (default %(default)s)",
+    )
+    g.add_argument(
+        "--max-pending-response-bytes",
+        type=int,
+        default=_D.max_pending_response_bytes,
+        help="per connection: stop reading requests while the replies not yet taken by the "
+        "client hold this many bytes (a waiting fetch counts its max_bytes; "
+        "default %(default)s)",
+    )
+    g.add_argument(
+        "--max-pending-responses",
+        type=int,
+        default=_D.max_pending_responses,
+        help="per connection: stop reading requests while this many replies are not yet "
+        "written (default %(default)s)",
+    )
+    g.add_argument(
+        "--producer-id-expiration-ms",
+        type=int,
+        default=_D.producer_id_expiration_ms,
+        help="forget an idempotent producer's state (per partition) this long after its "
+        "last write (Kafka's producer.id.expiration.ms; default %(default)s)",
+    )
+
+
+def limit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`WireConfig` fields set by :func:`add_limit_options`."""
+    names = (
+        "max_partitions",
+        "connections_max_idle_ms",
+        "max_frame_wait_ms",
+        "max_pending_response_bytes",
+        "max_pending_responses",
+        "producer_id_expiration_ms",
+    )
+    return {name: getattr(args, name) for name in names}
+
+
 async def serve(config: WireConfig) -> None:
     """Serve until SIGINT or SIGTERM."""
+    fits = fit_descriptor_limit(config.max_partitions, logging.getLogger("examples.kafka_broker"))
+    if fits < config.max_partitions:
+        config = dataclasses.replace(config, max_partitions=max(fits, config.partitions))
     wire = KafkaWireBroker(config)
     await wire.start()
     print(f"kafka-wire example broker listening on {wire.bootstrap_servers}", flush=True)

@@ -52,9 +52,11 @@ with warnings.catch_warnings():
         ProduceRequest,
         ProduceResponse,
     )
+    from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 __all__ = [
     "API_VERSIONS",
+    "ENCODE_BUFFER_KEEP_BYTES",
     "FETCH",
     "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
@@ -196,7 +198,23 @@ def _check_nulls(struct: Any, value: Any, version: int, path: str) -> None:
 def encode_response(response: Any, correlation_id: int) -> bytes:
     """Frame ``response`` (built with its version set) with a response header. O(size)."""
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    frame = bytes(response.encode(header=True, framed=True))
+    if len(frame) > ENCODE_BUFFER_KEEP_BYTES:
+        _drop_encode_buffer()
+    return frame
+
+
+#: kafka-python encodes into a per-thread buffer that keeps the size of the largest
+#: message it ever encoded (a 34 MiB fetch answer leaves 55 MiB behind for the life of
+#: the process); past this size the buffer is dropped after use.
+ENCODE_BUFFER_KEEP_BYTES = 1 << 20
+
+
+def _drop_encode_buffer() -> None:
+    """Let the next encode start a fresh (small) buffer. O(1)."""
+    local = getattr(EncodeBufferPool, "_local", None)  # kafka-python 3.0.12 (pinned)
+    if local is not None:
+        local.__dict__.pop("buf", None)
 
 
 def api_versions_response(version: int) -> Any:

@@ -27,8 +27,28 @@ Produce, per partition, before anything is appended:
 The rest go to :meth:`Broker.produce` in one call (acks=-1 becomes one
 DelayedProduce). Fetches go to :meth:`Broker.fetch` as a consumer
 (``replica_id=-1`` whatever the request says: followers here are simulated).
-The request-level ``max_bytes`` of a fetch is not enforced; each partition's
-``partition_max_bytes`` is (the first batch is always returned whole).
+A fetch's answer holds at most its request-level ``max_bytes`` in total, and at
+most ``partition_max_bytes`` per partition, except that a partition's first batch
+is returned whole when it fits in what is left of ``max_bytes``, and the first
+non-empty partition's first batch is returned whole whatever its size (Kafka's
+rule: a consumer always gets at least one batch, so it progresses).
+
+Topics are created on first use (Metadata or Produce naming them), each with
+``partitions`` partitions, as long as the broker then leads at most
+``max_partitions`` partitions. A topic past that cap, or one whose partition
+cannot be opened because the process is out of file descriptors (each partition
+holds about three), is not created and is answered UNKNOWN_TOPIC_OR_PARTITION
+(3): what Kafka answers when it does not auto-create a topic, which every client
+treats as "not there (yet)" and retries until its own timeout, rather than
+POLICY_VIOLATION (44), which a Metadata answer cannot explain (it has no error
+message) and clients do not expect there. Each shortage is logged once (see
+:mod:`._shortage`). A creation cut short keeps the partitions it opened and
+finishes on the next attempt. Opening a partition takes a few file-system calls
+with the event loop blocked, so one request creates at most about
+:data:`CREATE_PARTITIONS_PER_REQUEST` partitions (whole topics; the first new
+topic always); its other new topics are answered LEADER_NOT_AVAILABLE (5), what
+Kafka answers while a topic is being created, and are created when the client
+asks again.
 """
 
 from __future__ import annotations
@@ -41,7 +61,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from purgatory import TopicPartition
+from purgatory import SystemTimer, TopicPartition
 from purgatory.broker import (
     Broker,
     DelayedProduce,
@@ -64,6 +84,7 @@ from ._idempotence import (
     last_sequence,
 )
 from ._replicas import FollowerReplicas
+from ._shortage import OUT_OF_DESCRIPTORS, Shortage
 
 __all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler", "WireError"]
 
@@ -79,6 +100,7 @@ class WireError:
     """Error codes the wire layer adds to :class:`purgatory.broker.ErrorCode`."""
 
     CORRUPT_MESSAGE = 2
+    LEADER_NOT_AVAILABLE = 5
     COORDINATOR_NOT_AVAILABLE = 15
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
@@ -93,10 +115,14 @@ class CloseConnection(Exception):
 
 @dataclass(slots=True)
 class Pending(Generic[T]):
-    """A reply that waits: await ``waits`` in order, then ``finish`` builds the frame."""
+    """A reply that waits: await ``waits`` in order, then ``finish`` builds the frame.
+
+    ``size_hint_bytes``: about the most the frame will hold (the connection's
+    back-pressure reserves it while the reply is queued); 0 for small replies."""
 
     waits: Sequence[Awaitable[T]]
     finish: Callable[[list[T]], bytes]
+    size_hint_bytes: int = 0
 
     async def wait(self) -> bytes:
         return self.finish([await w for w in self.waits])
@@ -104,12 +130,18 @@ class Pending(Generic[T]):
 
 Reply = bytes | Pending[Any] | None
 
+#: Partitions one request may create before its other new topics are put off (each
+#: takes a few file-system calls, a millisecond or more, with the event loop blocked).
+CREATE_PARTITIONS_PER_REQUEST = 100
 _RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
 _HEADER_MAGIC_AT = 16
 
 
 class RequestHandler:
-    """Topics, producer state and the per-API handlers; see module doc. Not thread-safe."""
+    """Topics, producer state and the per-API handlers; see module doc. Not thread-safe.
+
+    ``timer`` (the wire broker's, its reaper running) expires idempotent producer
+    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`)."""
 
     def __init__(
         self,
@@ -117,14 +149,22 @@ class RequestHandler:
         replicas: FollowerReplicas,
         config: WireConfig,
         advertised: Callable[[], tuple[str, int]],
+        *,
+        timer: SystemTimer,
     ) -> None:
         self.broker = broker
         self.replicas = replicas
         self.config = config
         self._advertised = advertised
         self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
-        self.producer_ids = ProducerIdAllocator()
-        self.producer_states = ProducerStateTable()
+        expiration_ms = config.producer_id_expiration_ms
+        self.producer_ids = ProducerIdAllocator(timer=timer, expiration_ms=expiration_ms)
+        self.producer_states = ProducerStateTable(timer=timer, expiration_ms=expiration_ms)
+        # topics not created: over max_partitions, or no file descriptor left
+        self.topics_refused = 0
+        self.partition_limit = Shortage("creating topics", log)  # never ends: none deleted
+        self.partition_descriptors = Shortage("creating partitions", log)
+        self._creatable = CREATE_PARTITIONS_PER_REQUEST  # left for the current request
         self.requests_by_api: dict[str, int] = {}
         self._handlers: dict[int, Callable[[codec.DecodedRequest], Reply]] = {
             codec.PRODUCE: self._produce,
@@ -160,6 +200,7 @@ class RequestHandler:
         except ValueError as exc:
             raise CloseConnection(str(exc)) from None
         self._count(spec.name)
+        self._creatable = CREATE_PARTITIONS_PER_REQUEST
         return self._handlers[peek.api_key](request)
 
     def _count(self, name: str) -> None:
@@ -167,26 +208,57 @@ class RequestHandler:
 
     # -- topics ----------------------------------------------------------------
 
-    def topic(self, name: str) -> tuple[int, uuid.UUID] | None:
-        """(partition count, topic id), creating the topic on first use; None if the name
-        is not a legal topic name. O(partitions) on creation, O(1) after."""
+    def topic(self, name: str) -> tuple[int, uuid.UUID] | int:
+        """(partition count, topic id), creating the topic on first use; else the error
+        code to answer for it: INVALID_TOPIC_EXCEPTION (17) for an illegal name,
+        UNKNOWN_TOPIC_OR_PARTITION (3) when creating it would pass ``max_partitions``
+        or the process is out of file descriptors, LEADER_NOT_AVAILABLE (5) when the
+        request already created its share (see the module doc).
+        O(partitions) on creation, O(1) after."""
         known = self._topics.get(name)
         if known is not None:
             return known
         if TOPIC_NAME.fullmatch(name) is None or name in (".", ".."):
-            return None
+            return WireError.INVALID_TOPIC_EXCEPTION
         cfg = self.config
+        broker = self.broker
+        missing = [
+            tp
+            for tp in (TopicPartition(name, p) for p in range(cfg.partitions))
+            if broker.partition(tp) is None  # a creation cut short keeps what it made
+        ]
+        if len(broker.partitions) + len(missing) > cfg.max_partitions:
+            self.topics_refused += 1
+            self.partition_limit.fail(
+                f"partition limit reached: {len(broker.partitions)} of --max-partitions "
+                f"{cfg.max_partitions}; topic {name!r} and any later new topic are answered "
+                "UNKNOWN_TOPIC_OR_PARTITION"
+            )
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self._creatable <= 0:
+            return WireError.LEADER_NOT_AVAILABLE  # created by a later request
+        self._creatable -= len(missing)
         followers = range(1, cfg.followers + 1)
-        for p in range(cfg.partitions):
-            tp = TopicPartition(name, p)
-            if self.broker.partition(tp) is None:
-                self.broker.create_partition(
+        for tp in missing:
+            try:
+                broker.create_partition(
                     tp,
                     followers,
                     min_insync_replicas=cfg.min_insync_replicas,
                     replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
                 )
-                self.replicas.add_partition(tp)
+            except OSError as exc:
+                if exc.errno not in OUT_OF_DESCRIPTORS:
+                    raise
+                self.topics_refused += 1
+                self.partition_descriptors.fail(
+                    f"cannot create partition {tp}: {exc.strerror} (errno {exc.errno}); "
+                    "new topics are answered UNKNOWN_TOPIC_OR_PARTITION until "
+                    "file descriptors free up"
+                )
+                return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            self.replicas.add_partition(tp)
+        self.partition_descriptors.clear()
         entry = (cfg.partitions, uuid.uuid4())
         self._topics[name] = entry
         log.info("created topic %s with %d partitions", name, cfg.partitions)
@@ -215,16 +287,11 @@ class RequestHandler:
         replicas = [0, *range(1, self.config.followers + 1)]
         topics = []
         for name in names:
-            entry = None if name is None else self.topic(name)
-            if name is None or entry is None:
-                code = (
-                    int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    if name is None
-                    else WireError.INVALID_TOPIC_EXCEPTION
-                )
+            entry = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if name is None else self.topic(name)
+            if isinstance(entry, int):
                 topics.append(
                     mr.MetadataResponseTopic(
-                        error_code=code,
+                        error_code=entry,
                         name=name,
                         topic_id=None,
                         is_internal=False,
@@ -232,6 +299,7 @@ class RequestHandler:
                     )
                 )
                 continue
+            assert name is not None
             count, topic_id = entry
             partitions = []
             for p in range(count):
@@ -346,7 +414,7 @@ class RequestHandler:
             name = topic.name
             indexes = [pd.index for pd in topic.partition_data]
             order.append((name, indexes))
-            entry = self.topic(name) if isinstance(name, str) else None
+            entry = self.topic(name) if isinstance(name, str) else WireError.INVALID_TOPIC_EXCEPTION
             for pd in topic.partition_data:
                 tp = TopicPartition(name, pd.index)
                 if tp in answered or tp in entries:
@@ -356,8 +424,8 @@ class RequestHandler:
                 if acks not in (-1, 0, 1):
                     answered[tp] = _produce_error(WireError.INVALID_REQUIRED_ACKS)
                     continue
-                if entry is None:
-                    answered[tp] = _produce_error(WireError.INVALID_TOPIC_EXCEPTION)
+                if isinstance(entry, int):
+                    answered[tp] = _produce_error(entry)
                     continue
                 if not 0 <= pd.index < entry[0]:
                     answered[tp] = _produce_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -514,11 +582,16 @@ class RequestHandler:
         if not requests:  # nothing to fetch: wait max_wait, answer empty (as Kafka does)
             return Pending([_sleep_then({}, max_wait_ms)], finish)
         op = self.broker.fetch(
-            requests, min_bytes=max(0, body.min_bytes), max_wait_ms=max_wait_ms, replica_id=-1
+            requests,
+            min_bytes=max(0, body.min_bytes),
+            max_wait_ms=max_wait_ms,
+            replica_id=-1,
+            max_bytes=max(0, body.max_bytes),
         )
         if op.is_done:
             return finish([op.result()])
-        return Pending([op], finish)
+        hint = min(body.max_bytes, sum(s.max_bytes for s in requests.values()))
+        return Pending([op], finish, size_hint_bytes=max(0, hint))
 
     def _fetch_response(
         self,

@@ -1,60 +1,45 @@
-"""The TCP server: frames in, replies out in request order, bad input closes one connection.
+"""The TCP server: the broker, its listening socket, its connections, its timer.
 
-One connection, two tasks::
+:class:`KafkaWireBroker` opens a :class:`purgatory.broker.Broker` (partitions,
+produce and fetch purgatories), the simulated followers and the request handler,
+then listens. Connections come from :class:`~._accept.Acceptor`, which owns the
+listening socket and, out of file descriptors, keeps serving the connections
+open while it pauses and retries (logged once). Each connection is a
+:class:`~._connection.Connection` task: frames in, replies out in request order,
+bad input closes only that connection (see :mod:`._connection`).
 
-    reader:  read size (4 bytes) -> check limit -> read frame -> handler.handle(frame)
-             -> reply (bytes | Pending | None) -> queue        (pauses when queue full)
-    writer:  queue -> bytes, or await Pending (the DelayedProduce / DelayedFetch)
-             -> write -> drain
-
-The handler runs synchronously in the reader, so appends happen in request
-order; the queue keeps replies in request order although a later request's reply
-(a Metadata) may be ready before an earlier one's (an acks=all produce). acks=0
-produces put nothing in the queue. ``max_pending_responses`` bounds the queue,
-so a client pipelining without reading cannot grow memory without bound.
-
-Bad input (see :class:`~._handlers.CloseConnection`): a size below 8 or above
-``max_frame_bytes``, a truncated frame (EOF inside it), an unknown API key or
-version, a request that does not decode, an internal error: that connection is
-closed, logged and counted in :class:`WireStats`; the others are untouched.
-Anything acknowledged is already in the partition log. A bad CRC or a malformed
-batch is not a connection error: the partition answers CORRUPT_MESSAGE or
-INVALID_RECORD.
+The wire broker runs one more :class:`~purgatory.SystemTimer` (tick
+:data:`WIRE_TICK_MS`, on the broker's clock) beside the purgatories' for its own
+deadlines, which are seconds to days long: the idle and frame-wait trackers of
+:class:`~._connection.ConnectionLimits` and the expiry of idempotent producer
+state (:mod:`._idempotence`). It has its own timer so that they do not count as
+delayed operations in the purgatories' statistics.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import socket
 import tempfile
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from purgatory import SystemTimer
 from purgatory.broker import Broker
 
+from ._accept import Acceptor, listen
 from ._config import WireConfig
-from ._handlers import CloseConnection, Pending, Reply, RequestHandler
+from ._connection import Connection, ConnectionLimits, WireStats
+from ._handlers import RequestHandler
 from ._replicas import FollowerReplicas, HighWatermarkHook
 
-__all__ = ["KafkaWireBroker", "WireStats"]
+__all__ = ["WIRE_TICK_MS", "KafkaWireBroker", "WireStats"]
 
 log = logging.getLogger(__name__)
 
-_SIZE_BYTES = 4
-_MIN_FRAME_BYTES = 8  # api key, api version, correlation id
-
-
-@dataclass(slots=True)
-class WireStats:
-    """Connection counters; ``internal_errors`` must stay 0 (a handler bug otherwise)."""
-
-    connections_opened: int = 0
-    connections_closed: int = 0
-    closed_for_bad_input: int = 0
-    internal_errors: int = 0
-    requests: int = 0
+#: The wire timer's tick: its deadlines are seconds long, so 10 ms wakes it seldom.
+WIRE_TICK_MS = 10
 
 
 class KafkaWireBroker:
@@ -77,7 +62,11 @@ class KafkaWireBroker:
         self._broker: Broker | None = None
         self._replicas: FollowerReplicas | None = None
         self._handler: RequestHandler | None = None
-        self._server: asyncio.Server | None = None
+        self._timer: SystemTimer | None = None
+        self._limits: ConnectionLimits | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: Acceptor | None = None
+        self._accept_task: asyncio.Task[None] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._port = 0
         self._connections: set[asyncio.Task[Any]] = set()
@@ -97,6 +86,13 @@ class KafkaWireBroker:
         if self._handler is None:
             raise RuntimeError("the wire broker is not started")
         return self._handler
+
+    @property
+    def timer(self) -> SystemTimer:
+        """The wire broker's own timer (idle connections, frame waits, producer expiry)."""
+        if self._timer is None:
+            raise RuntimeError("the wire broker is not started")
+        return self._timer
 
     @property
     def replicas(self) -> FollowerReplicas:
@@ -135,6 +131,10 @@ class KafkaWireBroker:
         broker = Broker(data_dir, tick_ms=cfg.tick_ms, wheel_size=cfg.wheel_size)
         await broker.__aenter__()
         self._broker = broker
+        timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock)
+        await timer.__aenter__()
+        self._timer = timer
+        self._limits = ConnectionLimits(cfg, timer, self.stats)
         self._replicas = FollowerReplicas(
             broker,
             range(1, cfg.followers + 1),
@@ -143,18 +143,24 @@ class KafkaWireBroker:
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             on_high_watermark=self._on_high_watermark,
         )
-        self._handler = RequestHandler(broker, self._replicas, cfg, lambda: (cfg.host, self._port))
+        self._handler = RequestHandler(
+            broker, self._replicas, cfg, lambda: (cfg.host, self._port), timer=timer
+        )
         try:
-            self._server = await asyncio.start_server(self._serve_connection, cfg.host, cfg.port)
+            self._listener = await listen(cfg.host, cfg.port)
         except OSError:
             await self.close()
             raise
-        self._port = self._server.sockets[0].getsockname()[1]
+        self._port = self._listener.getsockname()[1]
+        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
+        self._accept_task = asyncio.get_running_loop().create_task(
+            self._acceptor.run(), name=f"accept-{self._port}"
+        )
         log.info("listening on %s", self.bootstrap_servers)
 
     async def serve_forever(self) -> None:
         """Start (if needed) and serve until :meth:`close`."""
-        if self._server is None:
+        if self._listener is None:
             await self.start()
         await self._closed.wait()
 
@@ -165,13 +171,16 @@ class KafkaWireBroker:
             await self._closed.wait()
             return
         self._closing = True
-        if self._server is not None:
-            self._server.close()
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        if self._timer is not None:
+            await self._timer.__aexit__(None, None, None)
         if self._replicas is not None:
             await self._replicas.close()
         if self._broker is not None:
@@ -194,104 +203,32 @@ class KafkaWireBroker:
 
     # -- connections -------------------------------------------------------------
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _accepted(self, conn: socket.socket) -> None:
+        """The acceptor's hand-over: one task per connection."""
         if self._closing:
-            writer.close()
+            conn.close()
             return
+        task = asyncio.get_running_loop().create_task(self._serve_connection(conn))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve_connection(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, conn)
+        except (OSError, asyncio.CancelledError):
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        assert self._limits is not None
         self.stats.connections_opened += 1
         try:
-            await self._serve(reader, writer)
+            await Connection(reader, writer, self.handler, self._limits).serve()
         except asyncio.CancelledError:
-            # close() cancels connections (maybe while one is already cleaning up).
-            # End normally: Python 3.11's start_server callback calls
-            # task.exception() on the finished task, which raises, and logs an
-            # error, if the task ended cancelled.
-            if not self._closing:
+            if not self._closing:  # close() cancels connections; anything else is real
                 raise
         finally:
-            writer.close()
+            writer.transport.abort()  # if serve() was cancelled before closing it
             self.stats.connections_closed += 1
-            self._connections.discard(task)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        queue: asyncio.Queue[Reply] = asyncio.Queue(self.config.max_pending_responses)
-        write_task = asyncio.get_running_loop().create_task(self._write_replies(queue, writer))
-        write_task.add_done_callback(lambda _: writer.close())
-        try:
-            await self._read_requests(reader, queue)
-        except CloseConnection as exc:
-            self.stats.closed_for_bad_input += 1
-            log.info("closing connection from %s: %s", peer, exc)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the client went away (EOF, possibly inside a frame)
-        finally:
-            write_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await write_task  # it catches its own errors
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    async def _read_requests(
-        self, reader: asyncio.StreamReader, queue: asyncio.Queue[Reply]
-    ) -> None:
-        max_frame = self.config.max_frame_bytes
-        handler = self.handler
-        stats = self.stats
-        while True:
-            try:
-                head = await reader.readexactly(_SIZE_BYTES)
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    raise CloseConnection("truncated frame size") from None
-                return  # a clean EOF between frames
-            size = int.from_bytes(head, "big", signed=True)
-            if not _MIN_FRAME_BYTES <= size <= max_frame:
-                raise CloseConnection(
-                    f"frame size {size} outside [{_MIN_FRAME_BYTES}, {max_frame}]"
-                )
-            try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as exc:
-                raise CloseConnection(
-                    f"truncated frame: {len(exc.partial)} of {size} bytes before EOF"
-                ) from None
-            stats.requests += 1
-            try:
-                reply = handler.handle(frame)
-            except CloseConnection:
-                raise
-            except Exception as exc:
-                stats.internal_errors += 1
-                log.exception("internal error handling a request")
-                raise CloseConnection(f"internal error: {exc!r}") from exc
-            if reply is not None:
-                await queue.put(reply)
-
-    async def _write_replies(
-        self, queue: asyncio.Queue[Reply], writer: asyncio.StreamWriter
-    ) -> None:
-        while True:
-            reply = await queue.get()
-            if isinstance(reply, Pending):
-                try:
-                    data = await reply.wait()
-                except Exception:
-                    self.stats.internal_errors += 1
-                    log.exception("a delayed reply failed")
-                    return
-            else:
-                assert reply is not None
-                data = reply
-            try:
-                writer.write(data)
-                if queue.empty():
-                    await writer.drain()
-            except ConnectionError:
-                return  # the reader sees the closed connection too

@@ -11,11 +11,15 @@ produce(entries, acks, timeout_ms):
     acks=-1 with a successful append becomes a :class:`~._delayed.DelayedProduce`
     watched on its partitions in the produce purgatory.
 
-fetch(requests, min_bytes, max_wait_ms, replica_id):
+fetch(requests, min_bytes, max_wait_ms, replica_id, max_bytes):
     a follower's fetch (``replica_id >= 0``) first records the follower's log end
     offset. The fetch answers at once if ``min_bytes`` are readable, a partition
     errors or ``max_wait_ms <= 0``; otherwise it becomes a
-    :class:`~._delayed.DelayedFetch` in the fetch purgatory.
+    :class:`~._delayed.DelayedFetch` in the fetch purgatory. ``max_bytes`` (the
+    request-level limit, none by default) bounds the whole answer, as Kafka's
+    ReplicaManager does: partitions are read in order, each up to the smaller of
+    its own limit and what is left, and only the first non-empty partition may
+    go past what is left (by its first batch), so a consumer always progresses.
 
 Which purgatory to check, and when (Kafka's rules):
 
@@ -217,17 +221,21 @@ class Broker:
         min_bytes: int = 1,
         max_wait_ms: int = 500,
         replica_id: int = -1,
+        max_bytes: int | None = None,
     ) -> DelayedFetch:
         """Fetch from each partition, waiting up to ``max_wait_ms`` for ``min_bytes``.
 
         ``replica_id >= 0`` is a follower (reads to the log end and moves its
-        LEO); -1 a consumer (reads to the high watermark). O(partitions x log
-        lookups) plus the purgatory checks.
+        LEO); -1 a consumer (reads to the high watermark). ``max_bytes`` bounds
+        the answer's total (see the module doc). O(partitions x log lookups)
+        plus the purgatory checks.
         """
         if not requests:
             raise ValueError("a fetch needs at least one partition")
         if min_bytes < 0:
             raise ValueError(f"min_bytes must be >= 0, not {min_bytes}")
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
         self.counters.fetch_requests += 1
         statuses = dict(requests)
         if replica_id >= 0:
@@ -244,7 +252,7 @@ class Broker:
                     self._high_watermark_moved(tp)
 
         def read() -> dict[TopicPartition, FetchPartitionData]:
-            return self._read(statuses, replica_id)
+            return self._read(statuses, replica_id, max_bytes)
 
         op = DelayedFetch(
             max_wait_ms,
@@ -265,10 +273,13 @@ class Broker:
         return op
 
     def _read(
-        self, statuses: Mapping[TopicPartition, FetchPartitionStatus], replica_id: int
+        self,
+        statuses: Mapping[TopicPartition, FetchPartitionStatus],
+        replica_id: int,
+        max_bytes: int | None = None,
     ) -> dict[TopicPartition, FetchPartitionData]:
         out: dict[TopicPartition, FetchPartitionData] = {}
-        total = 0
+        total = 0  # bytes read so far: the first non-empty partition is read at total 0
         for tp, status in statuses.items():
             partition = self._partitions.get(tp)
             if partition is None:
@@ -280,8 +291,18 @@ class Broker:
                 out[tp] = FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, leo, b"")
                 continue
             max_offset = None if replica_id >= 0 else hw
+            limit = status.max_bytes
+            left = None if max_bytes is None else max(0, max_bytes - total)
             try:
-                data = partition.log.read(status.fetch_offset, status.max_bytes, max_offset)
+                if left == 0 and total:  # nothing more fits: only the offset's range check
+                    partition.log.readable_bytes(status.fetch_offset, max_offset)
+                    data = b""
+                else:
+                    data = partition.log.read(
+                        status.fetch_offset, limit if left is None else min(limit, left), max_offset
+                    )
+                    if left is not None and total and len(data) > left:
+                        data = b""  # a first batch past the limit: only the first partition's
             except OffsetOutOfRangeError:
                 out[tp] = FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, leo, b"")
                 continue

@@ -200,6 +200,28 @@ def test_fetch_errors_answer_at_once(broker: Broker) -> None:
     assert broker.fetch({A: FetchPartitionStatus(0)}, max_wait_ms=0).is_completed
 
 
+def test_fetch_max_bytes_bounds_the_answer_but_the_first_batch(broker: Broker) -> None:
+    for tp in (A, B):
+        broker.produce({tp: batch()}, acks=1, timeout_ms=10)
+        broker.produce({tp: batch()}, acks=1, timeout_ms=10)
+    for rid in (1, 2):
+        follow(broker, rid, {A: 2, B: 2})  # the high watermarks reach 2
+    both = {A: FetchPartitionStatus(0), B: FetchPartitionStatus(0)}
+    for max_bytes, sizes in [
+        (None, (2 * SIZE, 2 * SIZE)),
+        (4 * SIZE, (2 * SIZE, 2 * SIZE)),
+        (3 * SIZE, (2 * SIZE, SIZE)),
+        (2 * SIZE, (2 * SIZE, 0)),
+        (0, (SIZE, 0)),  # the first non-empty partition's first batch, whatever the limit
+    ]:
+        result = broker.fetch(both, max_wait_ms=0, max_bytes=max_bytes).result()
+        assert (len(result[A].records), len(result[B].records)) == sizes, max_bytes
+    result = broker.fetch(
+        {A: FetchPartitionStatus(2), B: FetchPartitionStatus(0)}, max_wait_ms=0, max_bytes=0
+    ).result()
+    assert (len(result[A].records), len(result[B].records)) == (0, SIZE)
+
+
 def test_bad_input(broker: Broker) -> None:
     with pytest.raises(ValueError, match="acks"):
         broker.produce({A: batch()}, acks=2, timeout_ms=10)
@@ -209,6 +231,8 @@ def test_bad_input(broker: Broker) -> None:
         broker.fetch({})
     with pytest.raises(ValueError, match="min_bytes"):
         broker.fetch({A: FetchPartitionStatus(0)}, min_bytes=-1)
+    with pytest.raises(ValueError, match="max_bytes"):
+        broker.fetch({A: FetchPartitionStatus(0)}, max_bytes=-1)
     with pytest.raises(ValueError, match="already exists"):
         broker.create_partition(A)
     with pytest.raises(KeyError):

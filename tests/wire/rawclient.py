@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from kafka_broker import _codec as codec
@@ -77,34 +78,44 @@ def produce_request(
     )
 
 
-def fetch_request(
+def fetch_request(topic: str, partition: int, offset: int, **options: int) -> Any:
+    """A fetch of one partition; ``options`` as :func:`fetch_partitions_request`'s."""
+    return fetch_partitions_request(topic, {partition: offset}, **options)
+
+
+def fetch_partitions_request(
     topic: str,
-    partition: int,
-    offset: int,
+    offsets: Mapping[int, int],
     *,
     max_wait_ms: int,
     min_bytes: int = 1,
+    max_bytes: int = 1 << 24,
+    partition_max_bytes: int = 1 << 20,
     version: int = 12,
 ) -> Any:
+    """A fetch of ``topic``'s partitions, each from its offset, in the mapping's order."""
     fr = codec.SUPPORTED_APIS[codec.FETCH].request
-    part = fr.FetchTopic.FetchPartition(
-        partition=partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
+    parts = [
+        fr.FetchTopic.FetchPartition(
+            partition=partition,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        )
+        for partition, offset in offsets.items()
+    ]
     return fr(
         version=version,
         replica_id=-1,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
-        max_bytes=1 << 24,
+        max_bytes=max_bytes,
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=[fr.FetchTopic(topic=topic, partitions=[part])],
+        topics=[fr.FetchTopic(topic=topic, partitions=parts)],
         forgotten_topics_data=[],
         rack_id="",
     )
