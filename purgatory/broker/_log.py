@@ -98,7 +98,7 @@ class LogRecovery:
 class PartitionLog:
     """The log of one partition in ``directory`` (created if missing).
 
-    ``append`` is O(len(batch)) amortised; ``read`` is O(log segments + log
+    ``append`` is O(len(batch)); ``read`` is O(log segments + log
     index entries + bytes read); ``truncate_to`` is O(dropped segments + log n).
     Opening is O(size of the last segment) plus O(index interval) per older
     segment. Not thread-safe; no asyncio.
@@ -268,7 +268,8 @@ class PartitionLog:
         offset must already equal the log end. The batch is validated first
         (:func:`~.records.validate_batch`, raising ``CorruptRecordError``); a
         batch larger than ``segment_bytes`` raises
-        :class:`RecordBatchTooLargeError`. O(len(batch)) amortised.
+        :class:`RecordBatchTooLargeError`. The batch is in the segment file when
+        this returns (written through, see :mod:`._segment`). O(len(batch)).
         """
         self._require_open()
         header = validate_batch(batch, check_crc=check_crc)
@@ -429,14 +430,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------ lifecycle
 
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write out buffered appends; with ``fsync`` sync every segment touched. O(buffer)."""
+    def flush(self) -> None:
+        """``fsync`` every segment written since its last flush. O(segments + dirty pages)."""
         self._require_open()
         for segment in self._segments:
-            segment.flush(fsync=fsync)
+            segment.flush()
 
     def close(self) -> None:
-        """Write out, trim every index, close the files. Idempotent; O(segments)."""
+        """Trim every index, close the files (no fsync). Idempotent; O(segments)."""
         if self._closed:
             return
         self._closed = True

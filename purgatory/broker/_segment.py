@@ -5,12 +5,20 @@ files: ``00000000000000000000.log`` (the batches, back to back, exactly as
 received except for their base offset and leader epoch) and
 ``00000000000000000000.index`` (an :class:`~._offset_index.OffsetIndex`).
 
-Appends go to an in-memory write buffer that is handed to the OS with one
-``pwrite`` per :data:`WRITE_BUFFER_BYTES`, so a loop of small appends does not
-make one syscall each; reads serve buffered bytes from memory, so they always
-see what was appended. The index gets an entry whenever more than
-``index_interval_bytes`` of log were written since the previous one; the entry
-maps the *last* offset of the batch being appended to the batch's position.
+Write-through: each append hands its batch to the OS with one ``pwrite`` at
+the segment's end before it returns, so once a produce is answered its batch is
+in the file (the OS page cache): a broker *process* that dies, even by SIGKILL,
+loses nothing it acknowledged. There is no in-process write buffer: an append is
+one batch, so a buffer would only delay that one ``pwrite``, never merge two of
+them, without holding back the acknowledgement. Reaching the disk is a separate
+step, ``fsync``, which the log's flush policy decides (:mod:`._log`). If the
+``pwrite`` fails (ENOSPC, EIO) the bytes it may have written are cut again and
+the error goes to the caller: the segment is as it was.
+
+The index gets an entry whenever more than ``index_interval_bytes`` of log were
+written since the previous one; the entry maps the *last* offset of the batch
+being appended to the batch's position, and is written after the batch, so an
+entry never names bytes the file does not hold yet.
 
 Finding offset ``t``: the index gives the largest entry ``(o, p)`` with
 ``o <= t`` (the batch at ``p`` ends at ``o``), then a forward walk over batch
@@ -39,6 +47,7 @@ error, not something to cut silently.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Iterator
@@ -58,7 +67,6 @@ from .records import (
 __all__ = [
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
-    "WRITE_BUFFER_BYTES",
     "BatchInfo",
     "LogSegment",
     "SegmentRecovery",
@@ -67,8 +75,6 @@ __all__ = [
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
-#: Buffered appends are written out once this many bytes are pending.
-WRITE_BUFFER_BYTES = 64 * 1024
 #: How much log a header walk reads per ``pread``.
 SCAN_CHUNK_BYTES = 16 * 1024
 #: How much log a recovery scan reads per ``pread``.
@@ -126,14 +132,13 @@ class SegmentRecovery:
 class LogSegment:
     """A segment's log file and index.
 
-    ``append`` is O(len(batch)) amortised (buffered); ``translate_offset`` is an
+    ``append`` is O(len(batch)), one ``pwrite``; ``translate_offset`` is an
     O(log n) index lookup plus a walk over about ``index_interval_bytes`` of
     headers; ``read`` is O(bytes read).
     """
 
     __slots__ = (
         "_base_offset",
-        "_buffer",
         "_bytes_since_index_entry",
         "_fd",
         "_index",
@@ -142,7 +147,7 @@ class LogSegment:
         "_max_index_size_bytes",
         "_needs_sync",
         "_next_offset",
-        "_written_bytes",
+        "_size_bytes",
     )
 
     def __init__(
@@ -164,10 +169,9 @@ class LogSegment:
         if index is None:
             index = OffsetIndex(self.index_path, base_offset, max_index_size_bytes)
         self._index = index
-        # invariant: the file holds exactly _written_bytes bytes; the segment's
-        # content is the file followed by _buffer
-        self._written_bytes = os.fstat(self._fd).st_size
-        self._buffer = bytearray()
+        # invariant: the file holds exactly _size_bytes bytes (every append is
+        # written through before it returns)
+        self._size_bytes = os.fstat(self._fd).st_size
         # invariant: one past the last offset of the last batch; base_offset if empty
         self._next_offset = base_offset
         # invariant: bytes appended since the batch of the last index entry started
@@ -256,8 +260,8 @@ class LogSegment:
 
     @property
     def size_bytes(self) -> int:
-        """Bytes in the segment, buffered ones included. O(1)."""
-        return self._written_bytes + len(self._buffer)
+        """Bytes in the segment (all of them in the file). O(1)."""
+        return self._size_bytes
 
     @property
     def index(self) -> OffsetIndex:
@@ -273,39 +277,41 @@ class LogSegment:
 
     # ------------------------------------------------------------ I/O helpers
 
-    def _write_out(self) -> None:
-        """Hand the write buffer to the OS. O(len(buffer))."""
-        buffer = self._buffer
-        if not buffer:
+    def _write_at(self, data: bytes, position: int) -> None:
+        """``pwrite`` all of ``data`` at ``position``; on failure cut what was written.
+
+        One system call in practice (a regular file takes the whole buffer).
+        O(len(data)).
+        """
+        fd = self._fd
+        done = os.pwrite(fd, data, position)
+        if done == len(data):
             return
-        view = memoryview(buffer)
-        done = 0
-        while done < len(view):
-            done += os.pwrite(self._fd, view[done:], self._written_bytes + done)
-        view.release()
-        self._written_bytes += done
-        buffer.clear()
-        self._needs_sync = True
+        try:
+            view = memoryview(data)
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], position + done)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, position)
+            raise
 
     def _pread(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``position`` (fewer only at the segment's end).
-
-        Bytes still in the write buffer are served from it, so reads see every
-        append without forcing a write. O(size).
-        """
-        written = self._written_bytes
-        end = min(position + size, written + len(self._buffer))
+        """Up to ``size`` bytes at ``position`` (fewer only at the segment's end). O(size)."""
+        end = min(position + size, self._size_bytes)
         chunks = []
         pos = position
-        while pos < min(end, written):
-            chunk = os.pread(self._fd, min(end, written) - pos, pos)
+        while pos < end:
+            chunk = os.pread(self._fd, end - pos, pos)
             if not chunk:
-                raise OSError(f"{self._log_path} is shorter than the {written} bytes written")
+                raise OSError(
+                    f"{self._log_path} is shorter than the {self._size_bytes} bytes written"
+                )
             chunks.append(chunk)
             pos += len(chunk)
-        if end > written:
-            chunks.append(bytes(self._buffer[max(0, pos - written) : end - written]))
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
 
     def walk(self, position: int = 0, end: int | None = None) -> Iterator[BatchInfo]:
         """The headers of the batches from ``position`` to ``end`` (default: the end).
@@ -345,22 +351,23 @@ class LogSegment:
     # ------------------------------------------------------------ appending
 
     def append(self, batch: bytes, last_offset: int) -> None:
-        """Append a batch whose offsets are already final. O(len(batch)) amortised.
+        """Append a batch whose offsets are already final; it is in the file on return.
 
+        One ``pwrite`` (see the module doc), then the index entry if one is due.
         The caller (the log) rolls before the segment or its index fills up, and
-        passes batches whose base offset is :attr:`next_offset`.
+        passes batches whose base offset is :attr:`next_offset`. O(len(batch)).
         """
         if self._fd < 0:
             raise ValueError(f"segment {self._log_path} is closed")
-        position = self.size_bytes
+        position = self._size_bytes
+        self._write_at(batch, position)
+        self._size_bytes = position + len(batch)
+        self._needs_sync = True
         if self._bytes_since_index_entry > self._index_interval_bytes:
             self._index.append(last_offset, position)
             self._bytes_since_index_entry = 0
-        self._buffer += batch
         self._bytes_since_index_entry += len(batch)
         self._next_offset = last_offset + 1
-        if len(self._buffer) >= WRITE_BUFFER_BYTES:
-            self._write_out()
 
     # ------------------------------------------------------------ reading
 
@@ -423,10 +430,9 @@ class LogSegment:
         info = self.translate_offset(offset)
         if info is None:
             return 0
-        self._write_out()
-        dropped = self._written_bytes - info.position
+        dropped = self._size_bytes - info.position
         os.ftruncate(self._fd, info.position)
-        self._written_bytes = info.position
+        self._size_bytes = info.position
         self._needs_sync = True
         self._index.truncate_to(offset)
         self._next_offset = info.base_offset
@@ -441,8 +447,7 @@ class LogSegment:
     # ------------------------------------------------------------ rolling
 
     def roll(self) -> None:
-        """Make the segment read-only: write out the buffer, trim the index. O(buffer)."""
-        self._write_out()
+        """Make the segment read-only: trim the index. O(1)."""
         self._index.trim_to_valid_size()
 
     def reactivate(self) -> None:
@@ -461,7 +466,7 @@ class LogSegment:
         Returns the valid batches, the end of the last valid one and why the scan
         stopped early ("" if it reached the end). O(size).
         """
-        size = self._written_bytes
+        size = self._size_bytes
         batches: list[BatchInfo] = []
         expected = self._base_offset
         position = 0
@@ -505,10 +510,10 @@ class LogSegment:
 
     def _recover_active(self, index_reason: str) -> SegmentRecovery:
         batches, valid_end, cut_reason = self._scan_valid()
-        truncated = self._written_bytes - valid_end
+        truncated = self._size_bytes - valid_end
         if truncated:
             os.ftruncate(self._fd, valid_end)
-            self._written_bytes = valid_end
+            self._size_bytes = valid_end
             self._needs_sync = True
         last_by_position = {info.position: info.last_offset for info in batches}
         index = self._index
@@ -535,7 +540,7 @@ class LogSegment:
         return SegmentRecovery(truncated, dropped, rebuild, "; ".join(reasons))
 
     def _recover_rolled(self, index_reason: str) -> SegmentRecovery:
-        size = self._written_bytes
+        size = self._size_bytes
         if not index_reason:
             index_reason = self._check_rolled_index(size)
         if index_reason:
@@ -573,27 +578,31 @@ class LogSegment:
 
     # ------------------------------------------------------------ lifecycle
 
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write out the buffer; with ``fsync`` also sync the log and index. O(buffer)."""
-        self._write_out()
-        if fsync and self._needs_sync:
+    @property
+    def needs_sync(self) -> bool:
+        """Written or truncated since the last :meth:`flush`. O(1)."""
+        return self._needs_sync
+
+    def flush(self) -> None:
+        """``fsync`` the log and ``msync`` the index if written since the last flush.
+
+        Appends are already in the file; this is what puts them on the disk.
+        O(dirty pages).
+        """
+        if self._needs_sync:
             os.fsync(self._fd)
             self._index.flush()
             self._needs_sync = False
 
     def close(self) -> None:
-        """Write out the buffer, close the log and the trimmed index. Idempotent; O(buffer)."""
+        """Close the log and the trimmed index (no fsync). Idempotent; O(1)."""
         if self._fd >= 0:
-            try:
-                self._write_out()
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+            os.close(self._fd)
+            self._fd = -1
         self._index.close()
 
     def delete(self) -> None:
-        """Close and remove both files, dropping buffered data. O(1)."""
-        self._buffer.clear()
+        """Close and remove both files. O(1)."""
         self.close()
         self._log_path.unlink(missing_ok=True)
         self.index_path.unlink(missing_ok=True)
@@ -603,7 +612,7 @@ class LogSegment:
         self._index._check_invariants()
         if self._fd < 0:
             return
-        assert os.fstat(self._fd).st_size == self._written_bytes, "file size drifted"
+        assert os.fstat(self._fd).st_size == self._size_bytes, "file size drifted"
         assert self._index.entries == 0 or self._index.last_offset < self._next_offset
         if not deep:
             return
