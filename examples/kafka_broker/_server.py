@@ -132,7 +132,13 @@ class KafkaWireBroker:
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kafka-wire-")
             data_dir = self._tmp.name
-        broker = Broker(data_dir, tick_ms=cfg.tick_ms, wheel_size=cfg.wheel_size)
+        broker = Broker(
+            data_dir,
+            tick_ms=cfg.tick_ms,
+            wheel_size=cfg.wheel_size,
+            flush_messages=cfg.flush_messages,
+            flush_ms=cfg.flush_ms,
+        )
         await broker.__aenter__()
         self._broker = broker
         self._replicas = FollowerReplicas(

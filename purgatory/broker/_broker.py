@@ -30,6 +30,14 @@ ISR shrink moved the HW            check                check
 leadership lost                    check                check
 =================================  ===================  ======================
 
+Flush policy (``flush_messages``, ``flush_ms``; default off, as in Kafka): each
+partition log applies it (see :mod:`._log`); ``flush_messages`` acts inside
+the append. For ``flush_ms`` the broker keeps one timer task per partition on
+the produce purgatory's timer, armed when an append leaves the log unflushed,
+due at the log's ``flush_due_ms``: one timer operation per flush period per
+written partition, none for idle ones. An ``fsync`` that fails is logged and
+counted (``counters.flush_errors``), not raised into the timer.
+
 Both purgatories' timers share one clock (injectable; a
 :class:`~purgatory.testing.ManualClock` with ``reaper_enabled=False`` makes the
 broker deterministic). With a recorder, every operation that enters a
@@ -40,6 +48,7 @@ purgatory yields one :class:`~._delayed.TraceRow`; operations still pending at
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -48,6 +57,7 @@ from .._clock import Clock, LoopClock
 from .._keys import TopicPartition
 from .._purgatory import DelayedOperationPurgatory
 from .._timer import SystemTimer
+from .._timer_list import TimerTask
 from ._delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -63,24 +73,42 @@ from .records import BytesLike
 
 __all__ = ["Broker", "BrokerCounters"]
 
+log = logging.getLogger("purgatory.broker")
+
 
 class BrokerCounters:
-    """Running totals: requests, bytes in (appended) and out (returned by fetches)."""
+    """Running totals: requests, bytes in (appended) and out (returned by fetches),
+    flush failures."""
 
-    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "produce_requests")
+    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "flush_errors", "produce_requests")
 
     def __init__(self) -> None:
         self.produce_requests = 0
         self.fetch_requests = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.flush_errors = 0
 
     def __repr__(self) -> str:
         return (
             f"BrokerCounters(produce_requests={self.produce_requests}, "
             f"fetch_requests={self.fetch_requests}, bytes_in={self.bytes_in}, "
-            f"bytes_out={self.bytes_out})"
+            f"bytes_out={self.bytes_out}, flush_errors={self.flush_errors})"
         )
+
+
+class _FlushTask(TimerTask):
+    """Runs a partition's time-based flush when its ``flush_due_ms`` comes."""
+
+    __slots__ = ("_broker", "_partition")
+
+    def __init__(self, broker: Broker, partition: LeaderPartition) -> None:
+        super().__init__(0)
+        self._broker = broker
+        self._partition = partition
+
+    def run(self) -> None:
+        self._broker._flush_due(self._partition)
 
 
 class Broker:
@@ -97,9 +125,13 @@ class Broker:
         purge_interval: int = 1000,
         recorder: TraceRecorder | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        flush_messages: int | None = None,
+        flush_ms: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.clock: Clock = LoopClock() if clock is None else clock
+        self.flush_messages = flush_messages
+        self.flush_ms = flush_ms
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory(
                 "produce",
@@ -121,6 +153,9 @@ class Broker:
         self.counters = BrokerCounters()
         self._origin_ms = self.clock.now_ms()  # trace times count from here
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
+        # invariant: one per partition when flush_ms is set, else empty; scheduled
+        # while its log has unflushed writes (flush_due_ms is not None)
+        self._flush_tasks: dict[TopicPartition, _FlushTask] = {}
         self._op_ids = itertools.count()
         # invariant: the traced operations not yet completed, by op id
         self._open_rows: dict[int, TraceRow] = {}
@@ -143,7 +178,13 @@ class Broker:
         """Open (or create) ``tp``'s log under ``data_dir`` and lead it. O(log recovery)."""
         if tp in self._partitions:
             raise ValueError(f"partition {tp} already exists")
-        log = PartitionLog(self.data_dir / str(tp), segment_bytes=self.segment_bytes)
+        log = PartitionLog(
+            self.data_dir / str(tp),
+            segment_bytes=self.segment_bytes,
+            flush_messages=self.flush_messages,
+            flush_ms=self.flush_ms,
+            clock=self.clock,
+        )
         partition = LeaderPartition(
             tp,
             log,
@@ -153,6 +194,8 @@ class Broker:
             now_ms=self.now_ms(),
         )
         self._partitions[tp] = partition
+        if self.flush_ms is not None:
+            self._flush_tasks[tp] = _FlushTask(self, partition)
         return partition
 
     def partition(self, tp: TopicPartition) -> LeaderPartition | None:
@@ -188,7 +231,14 @@ class Broker:
             except KafkaError as exc:
                 statuses[tp] = _failed(exc.code)
                 continue
+            except OSError:
+                # the write or a policy flush failed; the log keeps whatever reached it
+                log.exception("appending to %s failed", tp)
+                statuses[tp] = _failed(ErrorCode.KAFKA_STORAGE_ERROR)
+                continue
             self.counters.bytes_in += result.size_bytes
+            if self._flush_tasks:
+                self._arm_flush(tp)
             statuses[tp] = ProducePartitionStatus(
                 required_offset=result.last_offset + 1,
                 base_offset=result.base_offset,
@@ -329,6 +379,36 @@ class Broker:
             raise KeyError(f"unknown partition {tp}")
         return partition
 
+    # -- flushing ------------------------------------------------------------
+
+    def _arm_flush(self, tp: TopicPartition) -> None:
+        """Schedule ``tp``'s time-based flush if its log is unflushed. O(1)."""
+        task = self._flush_tasks[tp]
+        if task.is_scheduled:
+            return
+        due_ms = self._partitions[tp].log.flush_due_ms
+        if due_ms is not None:
+            task.delay_ms = max(0, due_ms - self.clock.now_ms())
+            self.produce_purgatory.timer.add(task)
+
+    def _flush_due(self, partition: LeaderPartition) -> None:
+        """The flush task's body: flush if due, re-arm if still unflushed."""
+        partition_log = partition.log
+        if partition_log.closed:
+            return
+        try:
+            partition_log.maybe_flush(self.clock.now_ms())
+        except OSError:
+            self.counters.flush_errors += 1
+            log.exception("flushing %s failed", partition.topic_partition)
+            return
+        self._arm_flush(partition.topic_partition)
+
+    @property
+    def log_flushes(self) -> int:
+        """Flushes over all partition logs, ever. O(partitions)."""
+        return sum(p.log.flush_count for p in self._partitions.values())
+
     # -- tracing -------------------------------------------------------------
 
     def _new_row(
@@ -378,10 +458,12 @@ class Broker:
             row.outcome = "cancelled"
             row.error_codes = [int(ErrorCode.REQUEST_TIMED_OUT)] * len(row.keys)
             self.record(row)
+        for task in self._flush_tasks.values():
+            task.cancel()
         await self.produce_purgatory.close()
         await self.fetch_purgatory.close()
         for partition in self._partitions.values():
-            partition.log.close()
+            partition.log.close()  # flushes first when a flush policy is set
 
     def _check_invariants(self) -> None:
         """Check every partition and both purgatories. O(everything)."""

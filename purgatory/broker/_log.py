@@ -38,6 +38,30 @@ Reopening a directory recovers what a crash can leave (see
 :meth:`._segment.LogSegment.open`): a torn last batch is cut, index entries past
 the log end are dropped, an index that fails its check is rebuilt from the log.
 What was done is in :attr:`PartitionLog.recovery`.
+
+Durability and the flush policy
+-------------------------------
+Every append is in the segment file when ``append`` returns (written through,
+see :mod:`._segment`), so the OS holds it: the broker *process* may die at any
+moment without losing an acknowledged record. Reaching the disk, which is what
+survives the *machine* dying, takes an ``fsync``; when is Kafka's flush policy,
+off by default (replication is Kafka's durability mechanism):
+
+* ``flush_messages=N`` (Kafka's ``flush.messages``): ``append`` flushes once N
+  or more offsets were appended since the last flush;
+* ``flush_ms=M`` (Kafka's ``flush.ms``): the log remembers when it was first
+  written after its last flush; :meth:`PartitionLog.maybe_flush` flushes once M
+  ms have passed since then, and :attr:`PartitionLog.flush_due_ms` says when that
+  is, so the owner (the broker's timer) can call it on time. The log itself
+  never sleeps or schedules.
+
+A flush calls ``fsync`` on every segment written since the last one (a segment
+rolled meanwhile included) and ``msync`` on their indexes. With a policy set,
+:meth:`PartitionLog.close` flushes too. Example, ``flush_messages=3``::
+
+    append 2 records (offsets 0-1)   unflushed 2
+    append 1 record  (offset 2)      unflushed 3 -> fsync; unflushed 0
+    append 5 records (offsets 3-7)   unflushed 5 -> fsync
 """
 
 from __future__ import annotations
@@ -49,6 +73,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._clock import Clock, LoopClock
 from ._offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
 from .records import BytesLike, validate_batch, with_base_offset
@@ -106,11 +131,18 @@ class PartitionLog:
 
     __slots__ = (
         "_bases",
+        "_clock",
         "_closed",
         "_directory",
+        "_dirty_since_ms",
+        "_flush_count",
+        "_flush_messages",
+        "_flush_ms",
+        "_flushed_offset",
         "_index_interval_bytes",
         "_max_index_size_bytes",
         "_recovery",
+        "_rolled_unflushed",
         "_segment_bytes",
         "_segments",
         "_size_bytes",
@@ -123,11 +155,16 @@ class PartitionLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         max_index_size_bytes: int = DEFAULT_MAX_INDEX_SIZE_BYTES,
+        flush_messages: int | None = None,
+        flush_ms: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         for name, value in (
             ("segment_bytes", segment_bytes),
             ("index_interval_bytes", index_interval_bytes),
             ("max_index_size_bytes", max_index_size_bytes),
+            ("flush_messages", 1 if flush_messages is None else flush_messages),
+            ("flush_ms", 1 if flush_ms is None else flush_ms),
         ):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
@@ -148,7 +185,21 @@ class PartitionLog:
         # invariant: == sum of the segments' size_bytes
         self._size_bytes = 0
         self._closed = False
+        self._flush_messages = flush_messages
+        self._flush_ms = flush_ms
+        self._clock: Clock = LoopClock() if clock is None else clock
+        # invariant: segments before the last that were written since the last
+        # flush (each needs an fsync), oldest first
+        self._rolled_unflushed: list[LogSegment] = []
+        # invariant: None when nothing was written since the last flush (or when
+        # flush_ms is None: the clock is read only for that rule); else the clock
+        # time of the first write after it
+        self._dirty_since_ms: int | None = None
+        self._flush_count = 0  # flushes that synced something, ever
         self._recovery = self._load()
+        # invariant: <= log_end_offset; the log end at the last flush (at open:
+        # what the files held), Kafka's recovery point
+        self._flushed_offset = self.log_end_offset
 
     # ------------------------------------------------------------ opening
 
@@ -244,6 +295,34 @@ class PartitionLog:
         return self._recovery
 
     @property
+    def flush_messages(self) -> int | None:
+        """Kafka's ``flush.messages``: flush after this many offsets (None: never)."""
+        return self._flush_messages
+
+    @property
+    def flush_ms(self) -> int | None:
+        """Kafka's ``flush.ms``: flush this long after the first unflushed write."""
+        return self._flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended since the last flush. O(1)."""
+        return self.log_end_offset - self._flushed_offset
+
+    @property
+    def flush_due_ms(self) -> int | None:
+        """When ``flush_ms`` makes a flush due (clock ms), or None: no time rule, or
+        nothing unflushed. O(1)."""
+        if self._dirty_since_ms is None or self._flush_ms is None:
+            return None
+        return self._dirty_since_ms + self._flush_ms
+
+    @property
+    def flush_count(self) -> int:
+        """How many flushes synced something (``fsync`` rounds), ever. O(1)."""
+        return self._flush_count
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -297,10 +376,22 @@ class PartitionLog:
             data = bytes(batch)
         segment.append(data, last_offset)
         self._size_bytes += size
+        self._written()
+        flush_messages = self._flush_messages
+        if flush_messages is not None and last_offset + 1 - self._flushed_offset >= flush_messages:
+            self.flush()
         return base_offset, last_offset
 
+    def _written(self) -> None:
+        """Note a write for the ``flush_ms`` rule (one clock read per dirtying write)."""
+        if self._dirty_since_ms is None and self._flush_ms is not None:
+            self._dirty_since_ms = self._clock.now_ms()
+
     def _roll(self, base_offset: int) -> LogSegment:
-        self._segments[-1].roll()
+        rolled = self._segments[-1]
+        rolled.roll()
+        if rolled.needs_sync:
+            self._rolled_unflushed.append(rolled)
         segment = self._new_segment(base_offset)
         self._segments.append(segment)
         self._bases.append(base_offset)
@@ -410,14 +501,17 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         segments = self._segments
+        self._written()
         if offset <= self.log_start_offset:
             for segment in segments:
                 segment.delete()
             segments.clear()
             self._bases.clear()
+            self._rolled_unflushed.clear()
             segments.append(self._new_segment(offset))
             self._bases.append(offset)
             self._size_bytes = 0
+            self._flushed_offset = offset
             return
         while segments[-1].base_offset >= offset:
             segment = segments.pop()
@@ -427,22 +521,62 @@ class PartitionLog:
         last = segments[-1]
         self._size_bytes -= last.truncate_to(offset)
         last.reactivate()
+        unflushed = self._rolled_unflushed
+        while unflushed and unflushed[-1].base_offset >= last.base_offset:
+            unflushed.pop()  # deleted, or the active segment again
+        self._flushed_offset = min(self._flushed_offset, last.next_offset)
 
     # ------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        """``fsync`` every segment written since its last flush. O(segments + dirty pages)."""
+        """``fsync`` every segment written since the last flush (see the module doc).
+
+        O(segments written since the last flush + their dirty pages).
+        """
         self._require_open()
-        for segment in self._segments:
+        synced = False
+        for segment in self._rolled_unflushed:
             segment.flush()
+            synced = True
+        self._rolled_unflushed.clear()
+        active = self._segments[-1]
+        if active.needs_sync:
+            active.flush()
+            synced = True
+        self._flush_count += int(synced)
+        self._flushed_offset = self.log_end_offset
+        self._dirty_since_ms = None
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if the policy says so at clock time ``now_ms``; whether it flushed.
+
+        Due when ``flush_messages`` offsets are unflushed or ``flush_due_ms`` has
+        come. O(1) when not due, else as :meth:`flush`.
+        """
+        self._require_open()
+        due_ms = self.flush_due_ms
+        messages = self._flush_messages
+        if (due_ms is not None and now_ms >= due_ms) or (
+            messages is not None and self.unflushed_messages >= messages
+        ):
+            self.flush()
+            return True
+        return False
 
     def close(self) -> None:
-        """Trim every index, close the files (no fsync). Idempotent; O(segments)."""
+        """Flush if a flush policy is set; trim every index, close the files.
+
+        Idempotent; O(segments).
+        """
         if self._closed:
             return
-        self._closed = True
-        for segment in self._segments:
-            segment.close()
+        try:
+            if self._flush_messages is not None or self._flush_ms is not None:
+                self.flush()
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
 
     def __enter__(self) -> PartitionLog:
         return self
@@ -461,6 +595,10 @@ class PartitionLog:
             if not self._closed:
                 assert before.index_is_full, "a rolled segment's index is not trimmed"
         assert self._size_bytes == sum(s.size_bytes for s in segments), "size drifted"
+        assert self._flushed_offset <= self.log_end_offset, "flushed past the log end"
+        assert all(s in segments[:-1] for s in self._rolled_unflushed), "stale unflushed list"
+        if self._flush_ms is None:
+            assert self._dirty_since_ms is None
         for segment in segments:
             segment._check_invariants(deep=deep)
 

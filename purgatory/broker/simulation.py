@@ -18,6 +18,12 @@ followers, in real time on one event loop:
 * one leadership change: partition 0 is given up at ``leader_change_at`` of the
   run and led again ``leader_change_ms`` later with a new epoch.
 
+Every acknowledged batch is in its partition's file before the produce is
+answered (the broker writes through); ``flush_messages`` / ``flush_ms`` set
+Kafka's flush policy (``fsync``), off by default. The followers keep no data,
+so acks=-1 adds no durability here: what survives a machine crash is what was
+flushed. The summary counts the flushes (``log_flushes``).
+
 At the end, producers stop, in-flight produces are awaited, the other tasks
 finish their current fetch, the broker closes, and every partition log is
 *reopened from disk* and read from the start: every record acknowledged with
@@ -93,6 +99,8 @@ class SimulationConfig:
     leader_change_ms: int = 500
     tick_ms: int = 1
     wheel_size: int = 20
+    flush_messages: int | None = None  # Kafka's flush.messages; None: never
+    flush_ms: int | None = None  # Kafka's flush.ms; None: never
     use_uvloop: bool = True
     data_dir: str | None = None  # None: a temporary directory, removed at the end
     trace_path: str | None = "out/trace.parquet"  # None: no trace written
@@ -124,6 +132,11 @@ class SimulationConfig:
             (self.leader_change_ms >= 0, "leader_change_ms must be >= 0"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),
             (self.wheel_size >= 2, "wheel_size must be >= 2"),
+            (
+                self.flush_messages is None or self.flush_messages >= 1,
+                "flush_messages must be >= 1 (or None)",
+            ),
+            (self.flush_ms is None or self.flush_ms >= 1, "flush_ms must be >= 1 (or None)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -164,6 +177,7 @@ SUMMARY_KEYS = (
     "leader_changes",
     "bytes_in",
     "bytes_out",
+    "log_flushes",
     "acked_records",
     "failed_produces",
     "consumed_records",
@@ -213,6 +227,8 @@ class _Simulation:
             tick_ms=config.tick_ms,
             wheel_size=config.wheel_size,
             recorder=self.writer,
+            flush_messages=config.flush_messages,
+            flush_ms=config.flush_ms,
         )
         self.tps = [TopicPartition(TOPIC, p) for p in range(config.partitions)]
         self.followers = list(range(1, config.followers + 1))
@@ -389,9 +405,12 @@ class _Simulation:
             await asyncio.gather(*others)
             stats_p = broker.produce_purgatory.statistics()
             stats_f = broker.fetch_purgatory.statistics()
+        # after close: a flush policy flushes each log once more when it closes
+        log_flushes = broker.log_flushes
         wall_s = time.perf_counter() - wall0
         cpu_s = time.process_time() - cpu0
         summary = self._summarize(wall_s, cpu_s, stats_p, stats_f)
+        summary["log_flushes"] = log_flushes
         summary.update(self.read_back())
         if cfg.trace_path is not None:
             summary["trace_path"] = str(self.writer.write(cfg.trace_path))

@@ -145,7 +145,16 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     help_text = capsys.readouterr().out
-    for option in ("--seed", "--duration", "--tick-ms", "--wheel-size", "--no-uvloop", "--trace"):
+    for option in (
+        "--seed",
+        "--duration",
+        "--tick-ms",
+        "--wheel-size",
+        "--no-uvloop",
+        "--trace",
+        "--flush-messages",
+        "--flush-ms",
+    ):
         assert option in help_text
     trace = tmp_path / "t.parquet"
     code = cli.main(
@@ -159,9 +168,14 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
             "-1",
             "--partitions",
             "2",
+            "--flush-messages",
+            "50",
         ]
     )
     out = capsys.readouterr().out
     assert code == 0
     assert "read-back OK" in out and trace.exists()
+    flushes = next(line for line in out.splitlines() if line.startswith("log_flushes"))
+    assert int(flushes.split()[1]) >= 2  # at least each partition's flush on close
     assert cli.main(["--partitions", "0"]) == 2
+    assert cli.main(["--flush-ms", "0"]) == 2

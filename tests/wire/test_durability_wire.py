@@ -6,6 +6,11 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+from kafka_broker import KafkaWireBroker, WireConfig
+from kafka_broker.__main__ import parse_args
+
+from purgatory import TopicPartition
 from purgatory.broker import build_batch, iter_batches, iter_records
 
 from ..childproc import Child
@@ -103,3 +108,15 @@ def test_sigkill_after_acks_all_loses_nothing(tmp_path: Path) -> None:
         child.kill()
     lost = [(o, v) for o, v in acked if records.get(o) != v]
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost"
+
+
+@pytest.mark.asyncio
+async def test_flush_options_reach_every_partition_log() -> None:
+    config, _ = parse_args(["--port", "0", "--flush-messages", "3", "--flush-ms", "250"])
+    assert (config.flush_messages, config.flush_ms) == (3, 250)
+    async with KafkaWireBroker(config) as wb:
+        wb.handler.topic("flushed")
+        log = wb.broker.partitions[TopicPartition("flushed", 0)].log
+        assert (log.flush_messages, log.flush_ms) == (3, 250)
+    with pytest.raises(ValueError, match="flush_ms"):
+        WireConfig(flush_ms=0).validate()
