@@ -29,21 +29,34 @@ import contextlib
 import logging
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from purgatory.broker import Broker
+from purgatory.broker import Broker, CorruptRecordError
 
 from ._config import WireConfig
-from ._handlers import CloseConnection, Pending, Reply, RequestHandler
+from ._handlers import TOPIC_NAME, CloseConnection, Pending, Reply, RequestHandler
 from ._replicas import FollowerReplicas, HighWatermarkHook
 
-__all__ = ["KafkaWireBroker", "WireStats"]
+__all__ = ["KafkaWireBroker", "WireStats", "existing_topics"]
 
 log = logging.getLogger(__name__)
 
 _SIZE_BYTES = 4
 _MIN_FRAME_BYTES = 8  # api key, api version, correlation id
+
+
+def existing_topics(data_dir: Path) -> list[str]:
+    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries)."""
+    if not data_dir.is_dir():
+        return []
+    names = set()
+    for path in data_dir.iterdir():
+        topic, dash, index = path.name.rpartition("-")
+        if dash and index.isdigit() and TOPIC_NAME.fullmatch(topic) and path.is_dir():
+            names.add(topic)
+    return sorted(names)
 
 
 @dataclass(slots=True)
@@ -150,6 +163,7 @@ class KafkaWireBroker:
             on_high_watermark=self._on_high_watermark,
         )
         self._handler = RequestHandler(broker, self._replicas, cfg, lambda: (cfg.host, self._port))
+        self._open_existing_topics(Path(data_dir))
         try:
             self._server = await asyncio.start_server(self._serve_connection, cfg.host, cfg.port)
         except OSError:
@@ -157,6 +171,15 @@ class KafkaWireBroker:
             raise
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("listening on %s", self.bootstrap_servers)
+
+    def _open_existing_topics(self, data_dir: Path) -> None:
+        """Open the topics already in ``data_dir`` now, as Kafka loads its logs at start,
+        so log recovery (and its warnings) happens before the first client. O(logs)."""
+        for name in existing_topics(data_dir):
+            try:
+                self.handler.topic(name)
+            except (OSError, CorruptRecordError):
+                log.exception("cannot open topic %s from %s", name, data_dir)
 
     async def serve_forever(self) -> None:
         """Start (if needed) and serve until :meth:`close`."""

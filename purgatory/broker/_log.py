@@ -37,7 +37,10 @@ Example, three batches of 3, 1 and 2 records, 100 bytes each::
 Reopening a directory recovers what a crash can leave (see
 :meth:`._segment.LogSegment.open`): a torn last batch is cut, index entries past
 the log end are dropped, an index that fails its check is rebuilt from the log.
-What was done is in :attr:`PartitionLog.recovery`.
+What was done is in :attr:`PartitionLog.recovery`. Dropping data is never
+silent: a cut logs a WARNING on the ``purgatory.broker`` logger naming the
+partition's directory, the offset the log now ends at and the bytes dropped;
+index repairs (which drop no data) are logged at INFO.
 
 Durability and the flush policy
 -------------------------------
@@ -68,6 +71,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -92,6 +96,8 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 #: Kafka's ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 
+log = logging.getLogger("purgatory.broker")
+
 _INT32_MAX = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
 
@@ -115,6 +121,7 @@ class LogRecovery:
     """What opening the log repaired; all zero/empty for a clean directory."""
 
     truncated_bytes: int = 0  # cut from the last segment (torn or bad batches)
+    truncated_at_offset: int = -1  # the log end after the cut; -1 if nothing was cut
     dropped_index_entries: int = 0  # index entries beyond the log end, removed
     rebuilt_indexes: tuple[int, ...] = ()  # base offsets of segments re-indexed
     reasons: tuple[str, ...] = ()  # one line per repair
@@ -257,7 +264,19 @@ class PartitionLog:
                 segment.close()
             raise
         self._size_bytes = sum(s.size_bytes for s in self._segments)
-        return LogRecovery(truncated, dropped, tuple(rebuilt), tuple(reasons))
+        cut_at = self._segments[-1].next_offset if truncated else -1
+        recovery = LogRecovery(truncated, cut_at, dropped, tuple(rebuilt), tuple(reasons))
+        if truncated:
+            log.warning(
+                "partition log %s: recovery cut the log at offset %d, dropping %d bytes (%s)",
+                self._directory,
+                cut_at,
+                truncated,
+                "; ".join(reasons),
+            )
+        elif reasons:
+            log.info("partition log %s: recovery repaired %s", self._directory, "; ".join(reasons))
+        return recovery
 
     # ------------------------------------------------------------ state
 

@@ -22,7 +22,10 @@ Every acknowledged batch is in its partition's file before the produce is
 answered (the broker writes through); ``flush_messages`` / ``flush_ms`` set
 Kafka's flush policy (``fsync``), off by default. The followers keep no data,
 so acks=-1 adds no durability here: what survives a machine crash is what was
-flushed. The summary counts the flushes (``log_flushes``).
+flushed. The summary counts the flushes (``log_flushes``) and the bytes that
+log recovery cut, when the broker opened the logs and when the read-back
+reopened them (``recovery_truncated_bytes``; a clean run cuts nothing, and a
+cut is also a read-back problem).
 
 At the end, producers stop, in-flight produces are awaited, the other tasks
 finish their current fetch, the broker closes, and every partition log is
@@ -178,6 +181,7 @@ SUMMARY_KEYS = (
     "bytes_in",
     "bytes_out",
     "log_flushes",
+    "recovery_truncated_bytes",
     "acked_records",
     "failed_produces",
     "consumed_records",
@@ -480,10 +484,17 @@ class _Simulation:
                 acked[ack.tp].append((response.base_offset + i, value))
         total = sum(len(v) for v in acked.values())
         checked = 0
+        truncated = sum(p.log.recovery.truncated_bytes for p in self.broker.partitions.values())
         for tp in self.tps:
             expected = sorted(acked.get(tp, []))
             position = 0
             log = PartitionLog(self.data_dir / str(tp))
+            if log.recovery.truncated_bytes:
+                truncated += log.recovery.truncated_bytes
+                problems.append(
+                    f"{tp}: reopening cut {log.recovery.truncated_bytes} bytes at offset "
+                    f"{log.recovery.truncated_at_offset}"
+                )
             try:
                 offset = log.log_start_offset
                 while position < len(expected) and offset < log.log_end_offset:
@@ -511,6 +522,7 @@ class _Simulation:
             "failed_produces": failed,
             "read_back_records": checked,
             "read_back_ok": not problems and checked == total,
+            "recovery_truncated_bytes": truncated,
             "read_back_problems": problems[:20],
         }
 

@@ -244,3 +244,49 @@ async def test_broker_flush_failures_are_logged_not_raised(
     assert ErrorCode.KAFKA_STORAGE_ERROR.value == 56
     monkeypatch.undo()
     await broker.close()
+
+
+# ------------------------------------------------------------ recovery is never silent
+
+
+def test_recovery_that_cuts_data_logs_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A torn tail of the active segment: reopening cuts it and says so, once, naming
+    the partition's directory, the offset the log now ends at and the bytes dropped."""
+    directory = tmp_path / "orders-3"
+    with PartitionLog(directory, segment_bytes=300) as log:
+        for i in range(10):
+            log.append(one(i))
+        end, active = log.log_end_offset, log.segments[-1].log_path
+    torn = one(99, records=3)[:-5]
+    with active.open("ab") as f:
+        f.write(torn)
+    with caplog.at_level(logging.INFO, logger="purgatory.broker"):
+        reopened = PartitionLog(directory, segment_bytes=300)
+    reopened.close()
+    assert reopened.recovery.truncated_bytes == len(torn)
+    assert reopened.recovery.truncated_at_offset == end == reopened.log_end_offset
+    [record] = caplog.records
+    assert (record.name, record.levelno) == ("purgatory.broker", logging.WARNING)
+    message = record.getMessage()
+    assert str(directory) in message
+    assert f"at offset {end}, dropping {len(torn)} bytes" in message
+    assert "torn batch" in message
+
+
+def test_clean_reopen_and_index_repairs_log_no_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "orders-0"
+    with PartitionLog(directory, index_interval_bytes=50) as log:
+        for i in range(10):
+            log.append(one(i))
+    with caplog.at_level(logging.INFO, logger="purgatory.broker"):
+        PartitionLog(directory).close()
+    assert caplog.records == []
+    (directory / "00000000000000000000.index").unlink()
+    with caplog.at_level(logging.INFO, logger="purgatory.broker"):
+        PartitionLog(directory).close()
+    [record] = caplog.records
+    assert record.levelno == logging.INFO and "is missing" in record.getMessage()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from kafka_broker import KafkaWireBroker, WireConfig
 from kafka_broker.__main__ import parse_args
 
 from purgatory import TopicPartition
-from purgatory.broker import build_batch, iter_batches, iter_records
+from purgatory.broker import PartitionLog, build_batch, iter_batches, iter_records
 
 from ..childproc import Child
 from .rawclient import (
@@ -120,3 +121,24 @@ async def test_flush_options_reach_every_partition_log() -> None:
         assert (log.flush_messages, log.flush_ms) == (3, 250)
     with pytest.raises(ValueError, match="flush_ms"):
         WireConfig(flush_ms=0).validate()
+
+
+@pytest.mark.asyncio
+async def test_recovery_cut_is_logged_when_the_broker_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A partition left with a torn tail: the restarted wire broker opens it at start
+    (before any client asks for the topic) and logs the cut as a WARNING."""
+    data_dir = tmp_path / "data"
+    with PartitionLog(data_dir / "torn-0") as log:
+        log.append(build_batch([b"kept"]))
+        active = log.segments[-1].log_path
+    with active.open("ab") as f:
+        f.write(build_batch([b"half written"])[:-3])
+    with caplog.at_level(logging.WARNING, logger="purgatory.broker"):
+        async with KafkaWireBroker(WireConfig(port=0, data_dir=str(data_dir))) as wb:
+            assert wb.handler.topics == {"torn": 1}
+            log = wb.broker.partitions[TopicPartition("torn", 0)].log
+            assert log.log_end_offset == 1 and log.recovery.truncated_at_offset == 1
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "torn-0" in record.getMessage() and "at offset 1" in record.getMessage()
