@@ -30,6 +30,20 @@ ISR shrink moved the HW            check                check
 leadership lost                    check                check
 =================================  ===================  ======================
 
+Damaged logs. Every batch a fetch returns has passed its header checks and its
+CRC-32C on the way out (:meth:`._segment.LogSegment.read`), so a batch damaged
+on disk, in a rolled segment or the active one, is never served: a fetch whose
+first batch to return is bad answers CORRUPT_MESSAGE (2) for that partition, an
+I/O error answers KAFKA_STORAGE_ERROR (56) (an append whose write or policy
+flush fails too); the other partitions of the request are answered as usual.
+The broker logs each damaged place once (ERROR, ``purgatory.broker``), counts
+every such answer in ``counters.storage_errors``, and never raises: waiting
+fetches and follower tasks carry on. The partition's followers cannot copy past
+the damaged batch, so they stop there and leave the ISR after
+``replica_lag_time_max_ms``; from then on the high watermark moves with the
+leader alone (acks=-1 produces get NOT_ENOUGH_REPLICAS if that is below
+``min_insync_replicas``) and consumers below the damage keep getting error 2.
+
 Flush policy (``flush_messages``, ``flush_ms``; default off, as in Kafka): each
 partition log applies it (see :mod:`._log`); ``flush_messages`` acts inside
 the append. For ``flush_ms`` the broker keeps one timer task per partition on
@@ -69,7 +83,7 @@ from ._delayed import (
 )
 from ._log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
-from .records import BytesLike
+from .records import BytesLike, CorruptRecordError
 
 __all__ = ["Broker", "BrokerCounters"]
 
@@ -80,20 +94,29 @@ class BrokerCounters:
     """Running totals: requests, bytes in (appended) and out (returned by fetches),
     flush failures."""
 
-    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "flush_errors", "produce_requests")
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "fetch_requests",
+        "flush_errors",
+        "produce_requests",
+        "storage_errors",
+    )
 
     def __init__(self) -> None:
         self.produce_requests = 0
         self.fetch_requests = 0
         self.bytes_in = 0
         self.bytes_out = 0
-        self.flush_errors = 0
+        self.flush_errors = 0  # timer flushes that failed
+        self.storage_errors = 0  # partition answers CORRUPT_MESSAGE / KAFKA_STORAGE_ERROR
 
     def __repr__(self) -> str:
         return (
             f"BrokerCounters(produce_requests={self.produce_requests}, "
             f"fetch_requests={self.fetch_requests}, bytes_in={self.bytes_in}, "
-            f"bytes_out={self.bytes_out}, flush_errors={self.flush_errors})"
+            f"bytes_out={self.bytes_out}, flush_errors={self.flush_errors}, "
+            f"storage_errors={self.storage_errors})"
         )
 
 
@@ -157,6 +180,8 @@ class Broker:
         # while its log has unflushed writes (flush_due_ms is not None)
         self._flush_tasks: dict[TopicPartition, _FlushTask] = {}
         self._op_ids = itertools.count()
+        # the storage problems already logged, as (partition, message): each once
+        self._logged_storage_errors: set[tuple[TopicPartition, str]] = set()
         # invariant: the traced operations not yet completed, by op id
         self._open_rows: dict[int, TraceRow] = {}
         self._closed = False
@@ -231,10 +256,9 @@ class Broker:
             except KafkaError as exc:
                 statuses[tp] = _failed(exc.code)
                 continue
-            except OSError:
+            except OSError as exc:
                 # the write or a policy flush failed; the log keeps whatever reached it
-                log.exception("appending to %s failed", tp)
-                statuses[tp] = _failed(ErrorCode.KAFKA_STORAGE_ERROR)
+                statuses[tp] = _failed(self._storage_error(tp, exc))
                 continue
             self.counters.bytes_in += result.size_bytes
             if self._flush_tasks:
@@ -338,10 +362,24 @@ class Broker:
             except OffsetOutOfRangeError:
                 out[tp] = FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, leo, b"")
                 continue
+            except (CorruptRecordError, OSError) as exc:
+                out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
+                continue
             total += len(data)
             out[tp] = FetchPartitionData(ErrorCode.NONE, hw, leo, data)
         self.counters.bytes_out += total
         return out
+
+    def _storage_error(self, tp: TopicPartition, exc: Exception) -> ErrorCode:
+        """The error code for a damaged log or a failed I/O; logs each place once. O(1)."""
+        self.counters.storage_errors += 1
+        key = (tp, str(exc))
+        if key not in self._logged_storage_errors:
+            self._logged_storage_errors.add(key)
+            log.error("%s: %s; answering it with an error until repaired", tp, exc)
+        if isinstance(exc, OSError):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.CORRUPT_MESSAGE
 
     # -- replication events --------------------------------------------------
 

@@ -57,7 +57,13 @@ from ._delayed import DelayedProduce, FetchPartitionStatus
 from ._log import PartitionLog
 from ._replication import ErrorCode
 from ._trace_writer import TraceWriter
-from .records import RecordBatchHeader, build_batch, iter_batches, iter_records
+from .records import (
+    CorruptRecordError,
+    RecordBatchHeader,
+    build_batch,
+    iter_batches,
+    iter_records,
+)
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -514,6 +520,8 @@ class _Simulation:
                         nxt = next_offset(batch)
                         assert nxt is not None
                         offset = nxt
+            except (CorruptRecordError, OSError) as exc:
+                problems.append(f"{tp}: cannot read at offset {offset}: {exc}")
             finally:
                 log.close()
             problems.extend(f"{tp} offset {o} missing" for o, _ in expected[position:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from kafka_broker.__main__ import parse_args
 from purgatory import TopicPartition
 from purgatory.broker import PartitionLog, build_batch, iter_batches, iter_records
 
+from ..broker.damage import Damage, bad_magic, damage_file, flip_payload
 from ..childproc import Child
+from .conftest import fast_config
 from .rawclient import (
     RawClient,
     fetch_partition,
@@ -142,3 +145,56 @@ async def test_recovery_cut_is_logged_when_the_broker_starts(
             assert log.log_end_offset == 1 and log.recovery.truncated_at_offset == 1
     [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "torn-0" in record.getMessage() and "at offset 1" in record.getMessage()
+
+
+async def until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``condition`` every 10 ms until it holds; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("damage", [flip_payload, bad_magic], ids=["crc", "magic"])
+async def test_a_damaged_rolled_segment_is_never_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: Damage
+) -> None:
+    """A batch damaged on disk in a rolled segment of a running wire broker: the
+    followers of that partition get errors but their tasks live on, the other
+    partition's followers keep moving its high watermark, the stuck followers leave
+    the ISR, and then a consumer fetch gets CORRUPT_MESSAGE (2). Logged once."""
+    config = fast_config(partitions=2, replica_lag_time_max_ms=300, data_dir=str(tmp_path))
+    damaged, healthy = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    with caplog.at_level(logging.ERROR, logger="purgatory.broker"):
+        async with KafkaWireBroker(config) as wb:
+            broker = wb.broker
+            wb.handler.topic(TOPIC)
+            wb.pause_replication()  # before the follower tasks first run: they fetch nothing
+            for tp in (damaged, healthy):
+                for i in range(3):
+                    broker.produce({tp: build_batch([b"v%d" % i])}, acks=1, timeout_ms=1000)
+                broker.partitions[tp].log.roll()
+                broker.produce({tp: build_batch([b"active"])}, acks=1, timeout_ms=1000)
+            damage_file(broker.partitions[damaged].log.segments[0].log_path, damage)
+            wb.resume_replication()  # no await since the pause: no ISR check ran
+            client = await RawClient.connect(wb.bootstrap_servers)
+            try:
+                response = await client.request(
+                    produce_request(TOPIC, 1, build_batch([b"replicated"]), acks=-1)
+                )
+                assert produce_partition(response).error_code == 0
+                assert broker.partitions[healthy].high_watermark == 5
+                await until(lambda: broker.partitions[damaged].isr == {0}, 5, "the stuck followers")
+                fetched = await client.request(fetch_request(TOPIC, 0, 0, max_wait_ms=100))
+                part = fetch_partition(fetched)
+                assert part.error_code == 2 and not part.records and part.high_watermark == 4
+            finally:
+                await client.close()
+            tasks = wb.replicas._tasks
+            assert len(tasks) == 4 and not any(t.done() for t in tasks)
+            assert broker.counters.storage_errors >= 3  # two followers, one consumer
+            assert wb.stats.internal_errors == 0
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "durable-0" in errors[0], errors
