@@ -44,6 +44,11 @@ the damaged batch, so they stop there and leave the ISR after
 leader alone (acks=-1 produces get NOT_ENOUGH_REPLICAS if that is below
 ``min_insync_replicas``) and consumers below the damage keep getting error 2.
 
+File descriptors: each partition keeps its active segment's log open; rolled
+segments' logs and the index maps (a CPython map holds a descriptor) of all
+partitions share ``open_files``, an LRU of at most ``max_open_files`` (see
+:mod:`._open_files`). So N partitions cost N descriptors plus that bound.
+
 Flush policy (``flush_messages``, ``flush_ms``; default off, as in Kafka): each
 partition log applies it (see :mod:`._log`); ``flush_messages`` acts inside
 the append. For ``flush_ms`` the broker keeps one timer task per partition on
@@ -82,6 +87,7 @@ from ._delayed import (
     TraceRow,
 )
 from ._log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
+from ._open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
 from .records import BytesLike, CorruptRecordError
 
@@ -150,8 +156,12 @@ class Broker:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         flush_messages: int | None = None,
         flush_ms: int | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # rolled logs and index maps of every partition share this bounded set: an
+        # idle partition holds one descriptor (its active segment's log)
+        self.open_files = OpenFiles(max_open_files)
         self.clock: Clock = LoopClock() if clock is None else clock
         self.flush_messages = flush_messages
         self.flush_ms = flush_ms
@@ -209,6 +219,7 @@ class Broker:
             flush_messages=self.flush_messages,
             flush_ms=self.flush_ms,
             clock=self.clock,
+            open_files=self.open_files,
         )
         partition = LeaderPartition(
             tp,
@@ -501,7 +512,12 @@ class Broker:
         await self.produce_purgatory.close()
         await self.fetch_purgatory.close()
         for partition in self._partitions.values():
-            partition.log.close()  # flushes first when a flush policy is set
+            try:
+                partition.log.close()  # flushes first when a flush policy is set
+            except OSError:  # the files are closed all the same
+                self.counters.flush_errors += 1
+                log.exception("flushing %s on close failed", partition.topic_partition)
+        self.open_files.close()
 
     def _check_invariants(self) -> None:
         """Check every partition and both purgatories. O(everything)."""

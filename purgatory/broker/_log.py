@@ -79,6 +79,7 @@ from pathlib import Path
 
 from .._clock import Clock, LoopClock
 from ._offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
+from ._open_files import OpenFiles
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
 from .records import BytesLike, validate_batch, with_base_offset
 
@@ -97,6 +98,9 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 
 log = logging.getLogger("purgatory.broker")
+
+#: The capacity of a log's own :class:`~._open_files.OpenFiles` (when none is given).
+OWN_MAX_OPEN_FILES = 4
 
 _INT32_MAX = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
@@ -133,7 +137,10 @@ class PartitionLog:
     ``append`` is O(len(batch)); ``read`` is O(log segments + log
     index entries + bytes read); ``truncate_to`` is O(dropped segments + log n).
     Opening is O(size of the last segment) plus O(index interval) per older
-    segment. Not thread-safe; no asyncio.
+    segment. It keeps one file descriptor open for good (the last segment's log);
+    rolled segments' logs and every index map are opened on use and registered in
+    ``open_files`` (an :class:`~._open_files.OpenFiles`, by default the log's
+    own), which bounds them. Not thread-safe; no asyncio.
     """
 
     __slots__ = (
@@ -142,6 +149,7 @@ class PartitionLog:
         "_closed",
         "_directory",
         "_dirty_since_ms",
+        "_files",
         "_flush_count",
         "_flush_messages",
         "_flush_ms",
@@ -165,6 +173,7 @@ class PartitionLog:
         flush_messages: int | None = None,
         flush_ms: int | None = None,
         clock: Clock | None = None,
+        open_files: OpenFiles | None = None,
     ) -> None:
         for name, value in (
             ("segment_bytes", segment_bytes),
@@ -194,6 +203,9 @@ class PartitionLog:
         self._closed = False
         self._flush_messages = flush_messages
         self._flush_ms = flush_ms
+        # rolled logs' descriptors and index maps: a shared set (the broker's) or
+        # this log's own
+        self._files = OpenFiles(OWN_MAX_OPEN_FILES) if open_files is None else open_files
         self._clock: Clock = LoopClock() if clock is None else clock
         # invariant: segments before the last that were written since the last
         # flush (each needs an fsync), oldest first
@@ -216,6 +228,7 @@ class PartitionLog:
             base_offset,
             index_interval_bytes=self._index_interval_bytes,
             max_index_size_bytes=self._max_index_size_bytes,
+            files=self._files,
         )
 
     def _load(self) -> LogRecovery:
@@ -242,6 +255,7 @@ class PartitionLog:
                     base,
                     index_interval_bytes=self._index_interval_bytes,
                     max_index_size_bytes=self._max_index_size_bytes,
+                    files=self._files,
                     active=i == len(bases) - 1,
                 )
                 self._segments.append(segment)
@@ -538,8 +552,8 @@ class PartitionLog:
             self._size_bytes -= segment.size_bytes
             segment.delete()
         last = segments[-1]
-        self._size_bytes -= last.truncate_to(offset)
         last.reactivate()
+        self._size_bytes -= last.truncate_to(offset)
         unflushed = self._rolled_unflushed
         while unflushed and unflushed[-1].base_offset >= last.base_offset:
             unflushed.pop()  # deleted, or the active segment again
@@ -613,6 +627,8 @@ class PartitionLog:
             assert not before.is_empty, "an empty segment before the last"
             if not self._closed:
                 assert before.index_is_full, "a rolled segment's index is not trimmed"
+                assert not before.is_active, "a rolled segment holds its own descriptor"
+        assert self._closed or segments[-1].is_active, "the last segment is not active"
         assert self._size_bytes == sum(s.size_bytes for s in segments), "size drifted"
         assert self._flushed_offset <= self.log_end_offset, "flushed past the log end"
         assert all(s in segments[:-1] for s in self._rolled_unflushed), "stale unflushed list"

@@ -46,6 +46,15 @@ one CRC-32C pass over the bytes served (with the ``crc32c`` package, about
 0.2 us for a 600-byte batch and 40 us per MiB here; pure Python is ~300 times
 slower); see BENCHMARKS.md.
 
+File descriptors: only the active (last) segment of a log keeps its log file
+open for good. A rolled segment's log file is opened when it is read, and every
+index's map when it is used; both are registered in an
+:class:`~._open_files.OpenFiles`, a bounded LRU shared by the logs that use it
+(the broker shares one among all its partitions), which closes the least
+recently used when one too many is open. So an idle partition costs one
+descriptor, and everything else together at most the set's capacity, however
+many segments there are.
+
 Recovery (:meth:`LogSegment.open`): the active (last) segment is scanned in full
 and every batch checked (length, magic, CRC, offsets continuing from the one
 before); the file is cut at the first bad or torn batch. Its index entries must
@@ -68,6 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._offset_index import CorruptIndexError, OffsetIndex
+from ._open_files import OpenFiles
 from .records import (
     CRC_START,
     HEADER_BYTES,
@@ -168,9 +178,12 @@ class LogSegment:
     """
 
     __slots__ = (
+        "_active",
         "_base_offset",
         "_bytes_since_index_entry",
+        "_closed",
         "_fd",
+        "_files",
         "_index",
         "_index_interval_bytes",
         "_log_path",
@@ -187,6 +200,8 @@ class LogSegment:
         *,
         index_interval_bytes: int,
         max_index_size_bytes: int,
+        files: OpenFiles,
+        active: bool,
         index: OffsetIndex | None = None,
     ) -> None:
         """Open the files as they are; use :meth:`create` or :meth:`open`."""
@@ -194,14 +209,26 @@ class LogSegment:
         self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self._index_interval_bytes = index_interval_bytes
         self._max_index_size_bytes = max_index_size_bytes
-        # invariant: -1 once closed, else an open read-write descriptor of the log
-        self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
         if index is None:
-            index = OffsetIndex(self.index_path, base_offset, max_index_size_bytes)
+            index = OffsetIndex(
+                self.index_path, base_offset, max_index_size_bytes, open_files=files
+            )
         self._index = index
+        self._files = files
+        self._closed = False
+        self._active = active  # takes appends
+        # invariant: -1 when closed; while active, a read-write descriptor of the
+        # log, held for good; while rolled, -1 or a descriptor registered in _files
+        # (which may close it)
+        self._fd = -1
+        if active:
+            self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            size_bytes = os.fstat(self._fd).st_size
+        else:
+            size_bytes = os.stat(self._log_path).st_size
         # invariant: the file holds exactly _size_bytes bytes (every append is
         # written through before it returns)
-        self._size_bytes = os.fstat(self._fd).st_size
+        self._size_bytes = size_bytes
         # invariant: one past the last offset of the last batch; base_offset if empty
         self._next_offset = base_offset
         # invariant: bytes appended since the batch of the last index entry started
@@ -223,8 +250,9 @@ class LogSegment:
         *,
         index_interval_bytes: int,
         max_index_size_bytes: int,
+        files: OpenFiles,
     ) -> LogSegment:
-        """A new, empty segment (any files of that name are emptied)."""
+        """A new, empty, active segment (any files of that name are emptied)."""
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         return cls(
@@ -232,6 +260,8 @@ class LogSegment:
             base_offset,
             index_interval_bytes=index_interval_bytes,
             max_index_size_bytes=max_index_size_bytes,
+            files=files,
+            active=True,
         )
 
     @classmethod
@@ -242,6 +272,7 @@ class LogSegment:
         *,
         index_interval_bytes: int,
         max_index_size_bytes: int,
+        files: OpenFiles,
         active: bool,
     ) -> tuple[LogSegment, SegmentRecovery]:
         """Open an existing segment, check it and repair what a crash can leave.
@@ -254,24 +285,35 @@ class LogSegment:
         index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         reason = "" if index_path.exists() else f"{index_path.name} is missing"
         try:
-            index: OffsetIndex | None = OffsetIndex(index_path, base_offset, max_index_size_bytes)
+            index: OffsetIndex | None = OffsetIndex(
+                index_path, base_offset, max_index_size_bytes, open_files=files
+            )
         except CorruptIndexError as exc:
             reason = str(exc)
             index_path.unlink()
             index = None
-        segment = cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size_bytes=max_index_size_bytes,
-            index=index,
-        )
+        try:
+            segment = cls(
+                directory,
+                base_offset,
+                index_interval_bytes=index_interval_bytes,
+                max_index_size_bytes=max_index_size_bytes,
+                files=files,
+                active=active,
+                index=index,
+            )
+        except BaseException:
+            if index is not None:
+                index.close(trim=False)
+            raise
         try:
             if active:
                 recovery = segment._recover_active(reason)
             else:
                 recovery = segment._recover_rolled(reason)
                 segment._index.trim_to_valid_size()
+                segment.close_files()  # idle until read: reopened then
+                segment._index.close_files()
         except BaseException:
             segment.close()
             raise
@@ -302,6 +344,11 @@ class LogSegment:
         return self._log_path
 
     @property
+    def is_active(self) -> bool:
+        """Whether the segment takes appends (and holds its descriptor for good). O(1)."""
+        return self._active
+
+    @property
     def is_empty(self) -> bool:
         return self.size_bytes == 0
 
@@ -326,13 +373,32 @@ class LogSegment:
                 os.ftruncate(fd, position)
             raise
 
+    def _read_fd(self) -> int:
+        """A descriptor to read (or fsync) the log through, opened if a rolled
+        segment's was closed. O(1)."""
+        fd = self._fd
+        if fd < 0:
+            if self._closed:
+                raise ValueError(f"segment {self._log_path} is closed")
+            fd = self._fd = os.open(self._log_path, os.O_RDONLY)
+        if not self._active:
+            self._files.touch(self)
+        return fd
+
+    def close_files(self) -> None:
+        """Close a rolled segment's log descriptor (reopened on the next read). O(1)."""
+        if not self._active and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self._files.forget(self)
+
     def _pread(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` (fewer only at the segment's end). O(size)."""
         end = min(position + size, self._size_bytes)
         chunks = []
         pos = position
         while pos < end:
-            chunk = os.pread(self._fd, end - pos, pos)
+            chunk = os.pread(self._read_fd(), end - pos, pos)
             if not chunk:
                 raise OSError(
                     f"{self._log_path} is shorter than the {self._size_bytes} bytes written"
@@ -387,8 +453,8 @@ class LogSegment:
         The caller (the log) rolls before the segment or its index fills up, and
         passes batches whose base offset is :attr:`next_offset`. O(len(batch)).
         """
-        if self._fd < 0:
-            raise ValueError(f"segment {self._log_path} is closed")
+        if not self._active or self._closed:
+            raise ValueError(f"segment {self._log_path} is closed or rolled")
         position = self._size_bytes
         self._write_at(batch, position)
         self._size_bytes = position + len(batch)
@@ -465,10 +531,13 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset``; return bytes dropped.
 
-        A batch that straddles ``offset`` (base < offset <= last) is dropped
+        The segment must be active (:meth:`reactivate` a rolled one first). A batch
+        that straddles ``offset`` (base < offset <= last) is dropped
         whole, since a batch cannot be split without breaking its CRC: after
         this, :attr:`next_offset` <= ``offset``. O(log n + dropped index entries).
         """
+        if not self._active:
+            raise ValueError(f"segment {self._log_path} is rolled; reactivate it first")
         info = self.translate_offset(offset)
         if info is None:
             return 0
@@ -489,11 +558,19 @@ class LogSegment:
     # ------------------------------------------------------------ rolling
 
     def roll(self) -> None:
-        """Make the segment read-only: trim the index. O(1)."""
+        """Make the segment read-only: trim the index; the log's descriptor is now
+        one of the shared set's (which may close it). O(1)."""
         self._index.trim_to_valid_size()
+        self._active = False
+        if self._fd >= 0:
+            self._files.touch(self)
 
     def reactivate(self) -> None:
         """Make a rolled segment appendable again (after a log truncation). O(1)."""
+        if not self._active:
+            self.close_files()
+            self._fd = os.open(self._log_path, os.O_RDWR)
+            self._active = True
         self._index.resize(self._max_index_size_bytes)
 
     @property
@@ -631,15 +708,17 @@ class LogSegment:
         O(dirty pages).
         """
         if self._needs_sync:
-            os.fsync(self._fd)
+            os.fsync(self._read_fd())
             self._index.flush()
             self._needs_sync = False
 
     def close(self) -> None:
         """Close the log and the trimmed index (no fsync). Idempotent; O(1)."""
+        self._closed = True
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        self._files.forget(self)
         self._index.close()
 
     def delete(self) -> None:
@@ -651,9 +730,14 @@ class LogSegment:
     def _check_invariants(self, *, deep: bool = True) -> None:
         """Check sizes, offsets and index against the file. O(size) when ``deep``."""
         self._index._check_invariants()
-        if self._fd < 0:
+        if self._closed:
+            assert self._fd < 0 and self not in self._files, "closed segment holds its file"
             return
-        assert os.fstat(self._fd).st_size == self._size_bytes, "file size drifted"
+        assert os.stat(self._log_path).st_size == self._size_bytes, "file size drifted"
+        if self._active:
+            assert self._fd >= 0 and self not in self._files, "active log not held for good"
+        else:
+            assert (self._fd >= 0) == (self in self._files), "rolled log descriptor untracked"
         assert self._index.entries == 0 or self._index.last_offset < self._next_offset
         if not deep:
             return

@@ -20,6 +20,7 @@ from purgatory.broker._log import (
     RecordBatchTooLargeError,
 )
 from purgatory.broker._offset_index import ENTRY_BYTES
+from purgatory.broker._open_files import OpenFiles
 from purgatory.broker.records import (
     CorruptRecordError,
     Record,
@@ -569,11 +570,22 @@ def test_closed_log_refuses_work(make_log: MakeLog) -> None:
 # ------------------------------------------------------------ against a model
 
 
+@pytest.mark.parametrize("open_files", [None, 1], ids=["own-files", "one-open-file"])
 @pytest.mark.parametrize("seed", range(3))
-def test_random_operation_mix_against_a_model(make_log: MakeLog, tmp_path: Path, seed: int) -> None:
-    """Appends, reads, truncations, rolls, clean and crash reopens, against a list."""
+def test_random_operation_mix_against_a_model(
+    make_log: MakeLog, tmp_path: Path, seed: int, open_files: int | None
+) -> None:
+    """Appends, reads, truncations, rolls, clean and crash reopens, against a list;
+    also with room for one open reopenable file, so every index map and rolled log
+    is closed and opened again all the time."""
     rng = random.Random(seed)
-    config = {"segment_bytes": 1_500, "index_interval_bytes": 150, "max_index_size_bytes": 48}
+    config: dict[str, Any] = {
+        "segment_bytes": 1_500,
+        "index_interval_bytes": 150,
+        "max_index_size_bytes": 48,
+    }
+    if open_files is not None:
+        config["open_files"] = OpenFiles(open_files)
     log = make_log(f"mix{seed}", **config)
     model: list[tuple[int, int, bytes]] = []  # (base, last, bytes after the base offset)
     crashes = 0

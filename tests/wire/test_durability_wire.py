@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -198,3 +199,22 @@ async def test_a_damaged_rolled_segment_is_never_served(
             assert wb.stats.internal_errors == 0
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "durable-0" in errors[0], errors
+
+
+@pytest.mark.asyncio
+async def test_a_metadata_request_for_many_new_topics_costs_one_descriptor_each(
+    tmp_path: Path,
+) -> None:
+    """Each new partition holds its active log open; index maps (which hold a
+    descriptor in CPython) are bounded by the broker's open-files set."""
+    async with KafkaWireBroker(fast_config(partitions=1, followers=0)) as wb:
+        client = await RawClient.connect(wb.bootstrap_servers)
+        try:
+            baseline = len(os.listdir("/proc/self/fd"))
+            names = [f"many-{i}" for i in range(300)]
+            response = await client.request(metadata_request(*names))
+            assert [t.error_code for t in response.topics] == [0] * len(names)
+            grown = len(os.listdir("/proc/self/fd")) - baseline
+            assert len(names) <= grown <= len(names) + wb.broker.open_files.capacity
+        finally:
+            await client.close()
