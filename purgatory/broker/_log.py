@@ -421,11 +421,16 @@ class PartitionLog:
             self._dirty_since_ms = self._clock.now_ms()
 
     def _roll(self, base_offset: int) -> LogSegment:
+        """Start a segment at ``base_offset``; on failure (EMFILE) nothing changed."""
+        segment = self._new_segment(base_offset)
         rolled = self._segments[-1]
-        rolled.roll()
+        try:
+            rolled.roll()
+        except BaseException:
+            segment.delete()
+            raise
         if rolled.needs_sync:
             self._rolled_unflushed.append(rolled)
-        segment = self._new_segment(base_offset)
         self._segments.append(segment)
         self._bases.append(base_offset)
         return segment

@@ -222,6 +222,8 @@ class OffsetIndex:
             fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, size_bytes)
+            # the file has the new size: a failed map below is made again lazily
+            self._max_entries = size_bytes // ENTRY_BYTES
             if size_bytes:
                 self._mmap = mmap.mmap(fd, size_bytes, access=mmap.ACCESS_WRITE)
                 if self._open_files is not None:
@@ -229,7 +231,6 @@ class OffsetIndex:
         finally:
             if own:
                 os.close(fd)
-        self._max_entries = size_bytes // ENTRY_BYTES
 
     def _view(self) -> mmap.mmap:
         """The map, made again if it was closed to save its descriptor. O(1).

@@ -461,11 +461,18 @@ class LogSegment:
         self._write_at(batch, position)
         self._size_bytes = position + len(batch)
         self._needs_sync = True
-        if self._bytes_since_index_entry > self._index_interval_bytes:
-            self._index.append(last_offset, position)
-            self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += len(batch)
         self._next_offset = last_offset + 1
+        since = self._bytes_since_index_entry
+        if since > self._index_interval_bytes:
+            try:
+                self._index.append(last_offset, position)
+                since = 0
+            except OSError:
+                # the index map could not be made again (EMFILE): the batch is in,
+                # this entry is left out (the index is sparse; lookups walk further)
+                # and the next append tries again
+                pass
+        self._bytes_since_index_entry = since + len(batch)
 
     # ------------------------------------------------------------ reading
 

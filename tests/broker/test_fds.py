@@ -9,13 +9,17 @@ from pathlib import Path
 import pytest
 
 from purgatory import TopicPartition
-from purgatory.broker import Broker, PartitionLog, build_batch
+from purgatory.broker import Broker, PartitionLog, build_batch, iter_batches, iter_records
 from purgatory.broker._open_files import OpenFiles
 from purgatory.testing import ManualClock
 
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+def offsets(data: bytes) -> list[int]:
+    return [r.offset for b in iter_batches(data) for r in iter_records(b)]
 
 
 def batch(tag: int) -> bytes:
@@ -82,3 +86,41 @@ async def test_many_partitions_cost_one_descriptor_each(tmp_path: Path) -> None:
     assert open_fds() - baseline == len(tps)
     await broker.close()
     assert open_fds() == baseline
+
+
+def test_out_of_descriptors_leaves_the_log_consistent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE while a roll creates the next segment, or while an index map is made
+    again: the append fails (roll) or skips one index entry, and the log stays whole."""
+    files = OpenFiles(capacity=1)
+    log = PartitionLog(tmp_path / "log", segment_bytes=400, index_interval_bytes=50,
+                       open_files=files)  # fmt: skip
+    for i in range(12):
+        log.append(batch(i))
+    real_open = os.open
+
+    def emfile(*args: object, **kwargs: object) -> int:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "open", emfile)
+    with pytest.raises(OSError, match="Too many"):
+        while True:  # until an append needs a new segment
+            before = (log.log_end_offset, log.segment_count, log.size_bytes)
+            log.append(batch(99))
+    monkeypatch.setattr(os, "open", real_open)
+    assert (log.log_end_offset, log.segment_count, log.size_bytes) == before
+    log._check_invariants()
+    assert len(log.read(0, 1 << 20)) == log.size_bytes
+    end = log.log_end_offset
+    log.roll()
+    active = log.segments[-1]
+    active.index.close_files()  # the active index's map is closed, then EMFILE
+    monkeypatch.setattr(os, "open", emfile)
+    for i in range(2):  # the second is due an index entry: the map cannot be made
+        assert log.append(batch(200 + i)) == (end + i, end + i)
+    monkeypatch.setattr(os, "open", real_open)
+    assert log.segments[-1] is active and active.index.entries == 0
+    log._check_invariants()
+    assert offsets(log.read(end, 1 << 20)) == [end, end + 1]
+    log.close()
