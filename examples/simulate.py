@@ -112,6 +112,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     a("--tick-ms", type=int, default=_D.tick_ms, help="timing wheel tick of both purgatories")
     a("--wheel-size", type=int, default=_D.wheel_size, help="buckets per timing wheel level")
     a(
+        "--flush-messages",
+        type=int,
+        default=_D.flush_messages,
+        help="fsync a partition's log after this many records (Kafka's flush.messages; "
+        "default: never, appends still reach the OS before they are acknowledged)",
+    )
+    a(
+        "--flush-ms",
+        type=int,
+        default=_D.flush_ms,
+        help="fsync a partition's log this long after its first unflushed write "
+        "(Kafka's flush.ms; default: never)",
+    )
+    a(
         "--uvloop",
         action=argparse.BooleanOptionalAction,
         default=_D.use_uvloop,
@@ -154,6 +168,8 @@ def config_from(args: argparse.Namespace) -> SimulationConfig:
         leader_change_ms=args.leader_change_ms,
         tick_ms=args.tick_ms,
         wheel_size=args.wheel_size,
+        flush_messages=args.flush_messages,
+        flush_ms=args.flush_ms,
         use_uvloop=args.uvloop,
         data_dir=args.data_dir,
         trace_path=None if args.no_trace else args.trace,

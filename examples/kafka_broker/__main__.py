@@ -57,6 +57,20 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
     p.add_argument("--replica-lag-time-max-ms", type=int, default=_D.replica_lag_time_max_ms)
     p.add_argument("--max-frame-bytes", type=int, default=_D.max_frame_bytes)
     p.add_argument(
+        "--flush-messages",
+        type=int,
+        default=_D.flush_messages,
+        help="fsync a partition after this many records (Kafka's flush.messages; "
+        "default: never; acknowledged records are in the files either way)",
+    )
+    p.add_argument(
+        "--flush-ms",
+        type=int,
+        default=_D.flush_ms,
+        help="fsync a partition this long after its first unflushed write "
+        "(Kafka's flush.ms; default: never)",
+    )
+    p.add_argument(
         "--no-advertise-followers",
         action="store_true",
         help="list only broker 0 in Metadata replicas and ISR",
@@ -81,6 +95,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         max_frame_bytes=args.max_frame_bytes,
         advertise_followers=not args.no_advertise_followers,
         **limit_options(args),
+        flush_messages=args.flush_messages,
+        flush_ms=args.flush_ms,
     )
     try:
         config.validate()

@@ -41,6 +41,8 @@ class WireConfig:
     cluster_id: str = "purgatory-wire-example"
     tick_ms: int = 1
     wheel_size: int = 20
+    flush_messages: int | None = None  # Kafka's flush.messages (fsync); None: never
+    flush_ms: int | None = None  # Kafka's flush.ms; None: never
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad option."""
@@ -64,6 +66,11 @@ class WireConfig:
             (self.producer_id_expiration_ms >= 1, "producer_id_expiration_ms must be >= 1"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),
             (self.wheel_size >= 2, "wheel_size must be >= 2"),
+            (
+                self.flush_messages is None or self.flush_messages >= 1,
+                "flush_messages must be >= 1",
+            ),
+            (self.flush_ms is None or self.flush_ms >= 1, "flush_ms must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:

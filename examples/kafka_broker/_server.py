@@ -22,24 +22,37 @@ import asyncio
 import logging
 import socket
 import tempfile
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from purgatory import SystemTimer
-from purgatory.broker import Broker
+from purgatory.broker import Broker, CorruptRecordError
 
 from ._accept import Acceptor, listen
 from ._config import WireConfig
 from ._connection import Connection, ConnectionLimits, WireStats
-from ._handlers import RequestHandler
+from ._handlers import TOPIC_NAME, RequestHandler
 from ._replicas import FollowerReplicas, HighWatermarkHook
 
-__all__ = ["WIRE_TICK_MS", "KafkaWireBroker", "WireStats"]
+__all__ = ["WIRE_TICK_MS", "KafkaWireBroker", "WireStats", "existing_topics"]
 
 log = logging.getLogger(__name__)
 
 #: The wire timer's tick: its deadlines are seconds long, so 10 ms wakes it seldom.
 WIRE_TICK_MS = 10
+
+
+def existing_topics(data_dir: Path) -> list[str]:
+    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries)."""
+    if not data_dir.is_dir():
+        return []
+    names = set()
+    for path in data_dir.iterdir():
+        topic, dash, index = path.name.rpartition("-")
+        if dash and index.isdigit() and TOPIC_NAME.fullmatch(topic) and path.is_dir():
+            names.add(topic)
+    return sorted(names)
 
 
 class KafkaWireBroker:
@@ -128,7 +141,13 @@ class KafkaWireBroker:
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kafka-wire-")
             data_dir = self._tmp.name
-        broker = Broker(data_dir, tick_ms=cfg.tick_ms, wheel_size=cfg.wheel_size)
+        broker = Broker(
+            data_dir,
+            tick_ms=cfg.tick_ms,
+            wheel_size=cfg.wheel_size,
+            flush_messages=cfg.flush_messages,
+            flush_ms=cfg.flush_ms,
+        )
         await broker.__aenter__()
         self._broker = broker
         timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock)
@@ -146,6 +165,7 @@ class KafkaWireBroker:
         self._handler = RequestHandler(
             broker, self._replicas, cfg, lambda: (cfg.host, self._port), timer=timer
         )
+        self._open_existing_topics(Path(data_dir))
         try:
             self._listener = await listen(cfg.host, cfg.port)
         except OSError:
@@ -157,6 +177,15 @@ class KafkaWireBroker:
             self._acceptor.run(), name=f"accept-{self._port}"
         )
         log.info("listening on %s", self.bootstrap_servers)
+
+    def _open_existing_topics(self, data_dir: Path) -> None:
+        """Open the topics already in ``data_dir`` now, as Kafka loads its logs at start,
+        so log recovery (and its warnings) happens before the first client. O(logs)."""
+        for name in existing_topics(data_dir):
+            try:
+                self.handler.topic(name)
+            except (OSError, CorruptRecordError):
+                log.exception("cannot open topic %s from %s", name, data_dir)
 
     async def serve_forever(self) -> None:
         """Start (if needed) and serve until :meth:`close`."""

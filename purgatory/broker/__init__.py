@@ -29,6 +29,7 @@ from ._offset_index import (
     OffsetIndexError,
     OffsetPosition,
 )
+from ._open_files import OpenFiles
 from ._replication import (
     LEADER_ID,
     AppendResult,
@@ -82,6 +83,7 @@ __all__ = [
     "OffsetIndexError",
     "OffsetOutOfRangeError",
     "OffsetPosition",
+    "OpenFiles",
     "PartitionLog",
     "ProducePartitionResponse",
     "ProducePartitionStatus",

@@ -34,6 +34,33 @@ ISR shrink moved the HW            check                check
 leadership lost                    check                check
 =================================  ===================  ======================
 
+Damaged logs. Every batch a fetch returns has passed its header checks and its
+CRC-32C on the way out (:meth:`._segment.LogSegment.read`), so a batch damaged
+on disk, in a rolled segment or the active one, is never served: a fetch whose
+first batch to return is bad answers CORRUPT_MESSAGE (2) for that partition, an
+I/O error answers KAFKA_STORAGE_ERROR (56) (an append whose write or policy
+flush fails too); the other partitions of the request are answered as usual.
+The broker logs each damaged place once (ERROR, ``purgatory.broker``), counts
+every such answer in ``counters.storage_errors``, and never raises: waiting
+fetches and follower tasks carry on. The partition's followers cannot copy past
+the damaged batch, so they stop there and leave the ISR after
+``replica_lag_time_max_ms``; from then on the high watermark moves with the
+leader alone (acks=-1 produces get NOT_ENOUGH_REPLICAS if that is below
+``min_insync_replicas``) and consumers below the damage keep getting error 2.
+
+File descriptors: each partition keeps its active segment's log open; rolled
+segments' logs and the index maps (a CPython map holds a descriptor) of all
+partitions share ``open_files``, an LRU of at most ``max_open_files`` (see
+:mod:`._open_files`). So N partitions cost N descriptors plus that bound.
+
+Flush policy (``flush_messages``, ``flush_ms``; default off, as in Kafka): each
+partition log applies it (see :mod:`._log`); ``flush_messages`` acts inside
+the append. For ``flush_ms`` the broker keeps one timer task per partition on
+the produce purgatory's timer, armed when an append leaves the log unflushed,
+due at the log's ``flush_due_ms``: one timer operation per flush period per
+written partition, none for idle ones. An ``fsync`` that fails is logged and
+counted (``counters.flush_errors``), not raised into the timer.
+
 Both purgatories' timers share one clock (injectable; a
 :class:`~purgatory.testing.ManualClock` with ``reaper_enabled=False`` makes the
 broker deterministic). With a recorder, every operation that enters a
@@ -44,11 +71,12 @@ purgatory yields one :class:`~._delayed.TraceRow`; operations still pending at
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TopicPartition
+from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TimerTask, TopicPartition
 from ._delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -59,29 +87,57 @@ from ._delayed import (
     TraceRow,
 )
 from ._log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
+from ._open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
-from .records import BytesLike
+from .records import BytesLike, CorruptRecordError
 
 __all__ = ["Broker", "BrokerCounters"]
 
+log = logging.getLogger("purgatory.broker")
+
 
 class BrokerCounters:
-    """Running totals: requests, bytes in (appended) and out (returned by fetches)."""
+    """Running totals: requests, bytes in (appended) and out (returned by fetches),
+    flush failures."""
 
-    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "produce_requests")
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "fetch_requests",
+        "flush_errors",
+        "produce_requests",
+        "storage_errors",
+    )
 
     def __init__(self) -> None:
         self.produce_requests = 0
         self.fetch_requests = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.flush_errors = 0  # timer flushes that failed
+        self.storage_errors = 0  # partition answers CORRUPT_MESSAGE / KAFKA_STORAGE_ERROR
 
     def __repr__(self) -> str:
         return (
             f"BrokerCounters(produce_requests={self.produce_requests}, "
             f"fetch_requests={self.fetch_requests}, bytes_in={self.bytes_in}, "
-            f"bytes_out={self.bytes_out})"
+            f"bytes_out={self.bytes_out}, flush_errors={self.flush_errors}, "
+            f"storage_errors={self.storage_errors})"
         )
+
+
+class _FlushTask(TimerTask):
+    """Runs a partition's time-based flush when its ``flush_due_ms`` comes."""
+
+    __slots__ = ("_broker", "_partition")
+
+    def __init__(self, broker: Broker, partition: LeaderPartition) -> None:
+        super().__init__(0)
+        self._broker = broker
+        self._partition = partition
+
+    def run(self) -> None:
+        self._broker._flush_due(self._partition)
 
 
 class Broker:
@@ -98,9 +154,17 @@ class Broker:
         purge_interval: int = 1000,
         recorder: TraceRecorder | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        flush_messages: int | None = None,
+        flush_ms: int | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # rolled logs and index maps of every partition share this bounded set: an
+        # idle partition holds one descriptor (its active segment's log)
+        self.open_files = OpenFiles(max_open_files)
         self.clock: Clock = LoopClock() if clock is None else clock
+        self.flush_messages = flush_messages
+        self.flush_ms = flush_ms
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory(
                 "produce",
@@ -122,7 +186,12 @@ class Broker:
         self.counters = BrokerCounters()
         self._origin_ms = self.clock.now_ms()  # trace times count from here
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
+        # invariant: one per partition when flush_ms is set, else empty; scheduled
+        # while its log has unflushed writes (flush_due_ms is not None)
+        self._flush_tasks: dict[TopicPartition, _FlushTask] = {}
         self._op_ids = itertools.count()
+        # the storage problems already logged, as (partition, message): each once
+        self._logged_storage_errors: set[tuple[TopicPartition, str]] = set()
         # invariant: the traced operations not yet completed, by op id
         self._open_rows: dict[int, TraceRow] = {}
         self._closed = False
@@ -144,7 +213,14 @@ class Broker:
         """Open (or create) ``tp``'s log under ``data_dir`` and lead it. O(log recovery)."""
         if tp in self._partitions:
             raise ValueError(f"partition {tp} already exists")
-        log = PartitionLog(self.data_dir / str(tp), segment_bytes=self.segment_bytes)
+        log = PartitionLog(
+            self.data_dir / str(tp),
+            segment_bytes=self.segment_bytes,
+            flush_messages=self.flush_messages,
+            flush_ms=self.flush_ms,
+            clock=self.clock,
+            open_files=self.open_files,
+        )
         partition = LeaderPartition(
             tp,
             log,
@@ -154,6 +230,8 @@ class Broker:
             now_ms=self.now_ms(),
         )
         self._partitions[tp] = partition
+        if self.flush_ms is not None:
+            self._flush_tasks[tp] = _FlushTask(self, partition)
         return partition
 
     def partition(self, tp: TopicPartition) -> LeaderPartition | None:
@@ -189,7 +267,13 @@ class Broker:
             except KafkaError as exc:
                 statuses[tp] = _failed(exc.code)
                 continue
+            except OSError as exc:
+                # the write or a policy flush failed; the log keeps whatever reached it
+                statuses[tp] = _failed(self._storage_error(tp, exc))
+                continue
             self.counters.bytes_in += result.size_bytes
+            if self._flush_tasks:
+                self._arm_flush(tp)
             statuses[tp] = ProducePartitionStatus(
                 required_offset=result.last_offset + 1,
                 base_offset=result.base_offset,
@@ -306,10 +390,24 @@ class Broker:
             except OffsetOutOfRangeError:
                 out[tp] = FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, leo, b"")
                 continue
+            except (CorruptRecordError, OSError) as exc:
+                out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
+                continue
             total += len(data)
             out[tp] = FetchPartitionData(ErrorCode.NONE, hw, leo, data)
         self.counters.bytes_out += total
         return out
+
+    def _storage_error(self, tp: TopicPartition, exc: Exception) -> ErrorCode:
+        """The error code for a damaged log or a failed I/O; logs each place once. O(1)."""
+        self.counters.storage_errors += 1
+        key = (tp, str(exc))
+        if key not in self._logged_storage_errors:
+            self._logged_storage_errors.add(key)
+            log.error("%s: %s; answering it with an error until repaired", tp, exc)
+        if isinstance(exc, OSError):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.CORRUPT_MESSAGE
 
     # -- replication events --------------------------------------------------
 
@@ -346,6 +444,36 @@ class Broker:
         if partition is None:
             raise KeyError(f"unknown partition {tp}")
         return partition
+
+    # -- flushing ------------------------------------------------------------
+
+    def _arm_flush(self, tp: TopicPartition) -> None:
+        """Schedule ``tp``'s time-based flush if its log is unflushed. O(1)."""
+        task = self._flush_tasks[tp]
+        if task.is_scheduled:
+            return
+        due_ms = self._partitions[tp].log.flush_due_ms
+        if due_ms is not None:
+            task.delay_ms = max(0, due_ms - self.clock.now_ms())
+            self.produce_purgatory.timer.add(task)
+
+    def _flush_due(self, partition: LeaderPartition) -> None:
+        """The flush task's body: flush if due, re-arm if still unflushed."""
+        partition_log = partition.log
+        if partition_log.closed:
+            return
+        try:
+            partition_log.maybe_flush(self.clock.now_ms())
+        except OSError:
+            self.counters.flush_errors += 1
+            log.exception("flushing %s failed", partition.topic_partition)
+            return
+        self._arm_flush(partition.topic_partition)
+
+    @property
+    def log_flushes(self) -> int:
+        """Flushes over all partition logs, ever. O(partitions)."""
+        return sum(p.log.flush_count for p in self._partitions.values())
 
     # -- tracing -------------------------------------------------------------
 
@@ -396,10 +524,17 @@ class Broker:
             row.outcome = "cancelled"
             row.error_codes = [int(ErrorCode.REQUEST_TIMED_OUT)] * len(row.keys)
             self.record(row)
+        for task in self._flush_tasks.values():
+            task.cancel()
         await self.produce_purgatory.close()
         await self.fetch_purgatory.close()
         for partition in self._partitions.values():
-            partition.log.close()
+            try:
+                partition.log.close()  # flushes first when a flush policy is set
+            except OSError:  # the files are closed all the same
+                self.counters.flush_errors += 1
+                log.exception("flushing %s on close failed", partition.topic_partition)
+        self.open_files.close()
 
     def _check_invariants(self) -> None:
         """Check every partition and both purgatories. O(everything)."""

@@ -15,7 +15,8 @@ DelayedFetch. Each partition has a fetch offset and a byte limit. ``try_complete
 adds up, over the partitions, the bytes readable from the fetch offset (up to the
 high watermark for a consumer, the log end for a follower), each capped at the
 partition's limit, and completes when the sum reaches ``min_bytes``, or at once
-when a partition errors (unknown, not leader, offset out of range). On
+when a partition errors (unknown, not leader, offset out of range, a damaged
+batch header or an I/O error on the way: the read then answers the error). On
 completion, early or by expiry, it reads the logs again through the broker's
 read function and returns what is there.
 
@@ -33,6 +34,7 @@ from typing import Protocol, TypeVar
 from .. import DelayedOperation, TopicPartition
 from ._log import OffsetOutOfRangeError
 from ._replication import ErrorCode, LeaderPartition
+from .records import CorruptRecordError
 
 T = TypeVar("T")
 
@@ -261,7 +263,7 @@ class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
             max_offset = None if follower else partition.high_watermark
             try:
                 readable = partition.log.readable_bytes(status.fetch_offset, max_offset)
-            except OffsetOutOfRangeError:
+            except (OffsetOutOfRangeError, CorruptRecordError, OSError):
                 return None
             total += min(readable, status.max_bytes)
         return total

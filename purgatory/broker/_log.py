@@ -37,19 +37,49 @@ Example, three batches of 3, 1 and 2 records, 100 bytes each::
 Reopening a directory recovers what a crash can leave (see
 :meth:`._segment.LogSegment.open`): a torn last batch is cut, index entries past
 the log end are dropped, an index that fails its check is rebuilt from the log.
-What was done is in :attr:`PartitionLog.recovery`.
+What was done is in :attr:`PartitionLog.recovery`. Dropping data is never
+silent: a cut logs a WARNING on the ``purgatory.broker`` logger naming the
+partition's directory, the offset the log now ends at and the bytes dropped;
+index repairs (which drop no data) are logged at INFO.
+
+Durability and the flush policy
+-------------------------------
+Every append is in the segment file when ``append`` returns (written through,
+see :mod:`._segment`), so the OS holds it: the broker *process* may die at any
+moment without losing an acknowledged record. Reaching the disk, which is what
+survives the *machine* dying, takes an ``fsync``; when is Kafka's flush policy,
+off by default (replication is Kafka's durability mechanism):
+
+* ``flush_messages=N`` (Kafka's ``flush.messages``): ``append`` flushes once N
+  or more offsets were appended since the last flush;
+* ``flush_ms=M`` (Kafka's ``flush.ms``): the log remembers when it was first
+  written after its last flush; :meth:`PartitionLog.maybe_flush` flushes once M
+  ms have passed since then, and :attr:`PartitionLog.flush_due_ms` says when that
+  is, so the owner (the broker's timer) can call it on time. The log itself
+  never sleeps or schedules.
+
+A flush calls ``fsync`` on every segment written since the last one (a segment
+rolled meanwhile included) and ``msync`` on their indexes. With a policy set,
+:meth:`PartitionLog.close` flushes too. Example, ``flush_messages=3``::
+
+    append 2 records (offsets 0-1)   unflushed 2
+    append 1 record  (offset 2)      unflushed 3 -> fsync; unflushed 0
+    append 5 records (offsets 3-7)   unflushed 5 -> fsync
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import Clock, LoopClock
 from ._offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
+from ._open_files import OpenFiles
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
 from .records import BytesLike, validate_batch, with_base_offset
 
@@ -66,6 +96,11 @@ __all__ = [
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 #: Kafka's ``index.interval.bytes``.
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
+
+log = logging.getLogger("purgatory.broker")
+
+#: The capacity of a log's own :class:`~._open_files.OpenFiles` (when none is given).
+OWN_MAX_OPEN_FILES = 4
 
 _INT32_MAX = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
@@ -90,6 +125,7 @@ class LogRecovery:
     """What opening the log repaired; all zero/empty for a clean directory."""
 
     truncated_bytes: int = 0  # cut from the last segment (torn or bad batches)
+    truncated_at_offset: int = -1  # the log end after the cut; -1 if nothing was cut
     dropped_index_entries: int = 0  # index entries beyond the log end, removed
     rebuilt_indexes: tuple[int, ...] = ()  # base offsets of segments re-indexed
     reasons: tuple[str, ...] = ()  # one line per repair
@@ -98,19 +134,30 @@ class LogRecovery:
 class PartitionLog:
     """The log of one partition in ``directory`` (created if missing).
 
-    ``append`` is O(len(batch)) amortised; ``read`` is O(log segments + log
+    ``append`` is O(len(batch)); ``read`` is O(log segments + log
     index entries + bytes read); ``truncate_to`` is O(dropped segments + log n).
     Opening is O(size of the last segment) plus O(index interval) per older
-    segment. Not thread-safe; no asyncio.
+    segment. It keeps one file descriptor open for good (the last segment's log);
+    rolled segments' logs and every index map are opened on use and registered in
+    ``open_files`` (an :class:`~._open_files.OpenFiles`, by default the log's
+    own), which bounds them. Not thread-safe; no asyncio.
     """
 
     __slots__ = (
         "_bases",
+        "_clock",
         "_closed",
         "_directory",
+        "_dirty_since_ms",
+        "_files",
+        "_flush_count",
+        "_flush_messages",
+        "_flush_ms",
+        "_flushed_offset",
         "_index_interval_bytes",
         "_max_index_size_bytes",
         "_recovery",
+        "_rolled_unflushed",
         "_segment_bytes",
         "_segments",
         "_size_bytes",
@@ -123,11 +170,17 @@ class PartitionLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         max_index_size_bytes: int = DEFAULT_MAX_INDEX_SIZE_BYTES,
+        flush_messages: int | None = None,
+        flush_ms: int | None = None,
+        clock: Clock | None = None,
+        open_files: OpenFiles | None = None,
     ) -> None:
         for name, value in (
             ("segment_bytes", segment_bytes),
             ("index_interval_bytes", index_interval_bytes),
             ("max_index_size_bytes", max_index_size_bytes),
+            ("flush_messages", 1 if flush_messages is None else flush_messages),
+            ("flush_ms", 1 if flush_ms is None else flush_ms),
         ):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
@@ -148,7 +201,24 @@ class PartitionLog:
         # invariant: == sum of the segments' size_bytes
         self._size_bytes = 0
         self._closed = False
+        self._flush_messages = flush_messages
+        self._flush_ms = flush_ms
+        # rolled logs' descriptors and index maps: a shared set (the broker's) or
+        # this log's own
+        self._files = OpenFiles(OWN_MAX_OPEN_FILES) if open_files is None else open_files
+        self._clock: Clock = LoopClock() if clock is None else clock
+        # invariant: segments before the last that were written since the last
+        # flush (each needs an fsync), oldest first
+        self._rolled_unflushed: list[LogSegment] = []
+        # invariant: None when nothing was written since the last flush (or when
+        # flush_ms is None: the clock is read only for that rule); else the clock
+        # time of the first write after it
+        self._dirty_since_ms: int | None = None
+        self._flush_count = 0  # flushes that synced something, ever
         self._recovery = self._load()
+        # invariant: <= log_end_offset; the log end at the last flush (at open:
+        # what the files held), Kafka's recovery point
+        self._flushed_offset = self.log_end_offset
 
     # ------------------------------------------------------------ opening
 
@@ -158,6 +228,7 @@ class PartitionLog:
             base_offset,
             index_interval_bytes=self._index_interval_bytes,
             max_index_size_bytes=self._max_index_size_bytes,
+            files=self._files,
         )
 
     def _load(self) -> LogRecovery:
@@ -184,6 +255,7 @@ class PartitionLog:
                     base,
                     index_interval_bytes=self._index_interval_bytes,
                     max_index_size_bytes=self._max_index_size_bytes,
+                    files=self._files,
                     active=i == len(bases) - 1,
                 )
                 self._segments.append(segment)
@@ -206,7 +278,19 @@ class PartitionLog:
                 segment.close()
             raise
         self._size_bytes = sum(s.size_bytes for s in self._segments)
-        return LogRecovery(truncated, dropped, tuple(rebuilt), tuple(reasons))
+        cut_at = self._segments[-1].next_offset if truncated else -1
+        recovery = LogRecovery(truncated, cut_at, dropped, tuple(rebuilt), tuple(reasons))
+        if truncated:
+            log.warning(
+                "partition log %s: recovery cut the log at offset %d, dropping %d bytes (%s)",
+                self._directory,
+                cut_at,
+                truncated,
+                "; ".join(reasons),
+            )
+        elif reasons:
+            log.info("partition log %s: recovery repaired %s", self._directory, "; ".join(reasons))
+        return recovery
 
     # ------------------------------------------------------------ state
 
@@ -244,6 +328,34 @@ class PartitionLog:
         return self._recovery
 
     @property
+    def flush_messages(self) -> int | None:
+        """Kafka's ``flush.messages``: flush after this many offsets (None: never)."""
+        return self._flush_messages
+
+    @property
+    def flush_ms(self) -> int | None:
+        """Kafka's ``flush.ms``: flush this long after the first unflushed write."""
+        return self._flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended since the last flush. O(1)."""
+        return self.log_end_offset - self._flushed_offset
+
+    @property
+    def flush_due_ms(self) -> int | None:
+        """When ``flush_ms`` makes a flush due (clock ms), or None: no time rule, or
+        nothing unflushed. O(1)."""
+        if self._dirty_since_ms is None or self._flush_ms is None:
+            return None
+        return self._dirty_since_ms + self._flush_ms
+
+    @property
+    def flush_count(self) -> int:
+        """How many flushes synced something (``fsync`` rounds), ever. O(1)."""
+        return self._flush_count
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -268,7 +380,8 @@ class PartitionLog:
         offset must already equal the log end. The batch is validated first
         (:func:`~.records.validate_batch`, raising ``CorruptRecordError``); a
         batch larger than ``segment_bytes`` raises
-        :class:`RecordBatchTooLargeError`. O(len(batch)) amortised.
+        :class:`RecordBatchTooLargeError`. The batch is in the segment file when
+        this returns (written through, see :mod:`._segment`). O(len(batch)).
         """
         self._require_open()
         header = validate_batch(batch, check_crc=check_crc)
@@ -296,11 +409,28 @@ class PartitionLog:
             data = bytes(batch)
         segment.append(data, last_offset)
         self._size_bytes += size
+        self._written()
+        flush_messages = self._flush_messages
+        if flush_messages is not None and last_offset + 1 - self._flushed_offset >= flush_messages:
+            self.flush()
         return base_offset, last_offset
 
+    def _written(self) -> None:
+        """Note a write for the ``flush_ms`` rule (one clock read per dirtying write)."""
+        if self._dirty_since_ms is None and self._flush_ms is not None:
+            self._dirty_since_ms = self._clock.now_ms()
+
     def _roll(self, base_offset: int) -> LogSegment:
-        self._segments[-1].roll()
+        """Start a segment at ``base_offset``; on failure (EMFILE) nothing changed."""
         segment = self._new_segment(base_offset)
+        rolled = self._segments[-1]
+        try:
+            rolled.roll()
+        except BaseException:
+            segment.delete()
+            raise
+        if rolled.needs_sync:
+            self._rolled_unflushed.append(rolled)
         self._segments.append(segment)
         self._bases.append(base_offset)
         return segment
@@ -409,14 +539,17 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         segments = self._segments
+        self._written()
         if offset <= self.log_start_offset:
             for segment in segments:
                 segment.delete()
             segments.clear()
             self._bases.clear()
+            self._rolled_unflushed.clear()
             segments.append(self._new_segment(offset))
             self._bases.append(offset)
             self._size_bytes = 0
+            self._flushed_offset = offset
             return
         while segments[-1].base_offset >= offset:
             segment = segments.pop()
@@ -424,24 +557,64 @@ class PartitionLog:
             self._size_bytes -= segment.size_bytes
             segment.delete()
         last = segments[-1]
-        self._size_bytes -= last.truncate_to(offset)
         last.reactivate()
+        self._size_bytes -= last.truncate_to(offset)
+        unflushed = self._rolled_unflushed
+        while unflushed and unflushed[-1].base_offset >= last.base_offset:
+            unflushed.pop()  # deleted, or the active segment again
+        self._flushed_offset = min(self._flushed_offset, last.next_offset)
 
     # ------------------------------------------------------------ lifecycle
 
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write out buffered appends; with ``fsync`` sync every segment touched. O(buffer)."""
+    def flush(self) -> None:
+        """``fsync`` every segment written since the last flush (see the module doc).
+
+        O(segments written since the last flush + their dirty pages).
+        """
         self._require_open()
-        for segment in self._segments:
-            segment.flush(fsync=fsync)
+        synced = False
+        for segment in self._rolled_unflushed:
+            segment.flush()
+            synced = True
+        self._rolled_unflushed.clear()
+        active = self._segments[-1]
+        if active.needs_sync:
+            active.flush()
+            synced = True
+        self._flush_count += int(synced)
+        self._flushed_offset = self.log_end_offset
+        self._dirty_since_ms = None
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if the policy says so at clock time ``now_ms``; whether it flushed.
+
+        Due when ``flush_messages`` offsets are unflushed or ``flush_due_ms`` has
+        come. O(1) when not due, else as :meth:`flush`.
+        """
+        self._require_open()
+        due_ms = self.flush_due_ms
+        messages = self._flush_messages
+        if (due_ms is not None and now_ms >= due_ms) or (
+            messages is not None and self.unflushed_messages >= messages
+        ):
+            self.flush()
+            return True
+        return False
 
     def close(self) -> None:
-        """Write out, trim every index, close the files. Idempotent; O(segments)."""
+        """Flush if a flush policy is set; trim every index, close the files.
+
+        Idempotent; O(segments).
+        """
         if self._closed:
             return
-        self._closed = True
-        for segment in self._segments:
-            segment.close()
+        try:
+            if self._flush_messages is not None or self._flush_ms is not None:
+                self.flush()
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
 
     def __enter__(self) -> PartitionLog:
         return self
@@ -459,7 +632,13 @@ class PartitionLog:
             assert not before.is_empty, "an empty segment before the last"
             if not self._closed:
                 assert before.index_is_full, "a rolled segment's index is not trimmed"
+                assert not before.is_active, "a rolled segment holds its own descriptor"
+        assert self._closed or segments[-1].is_active, "the last segment is not active"
         assert self._size_bytes == sum(s.size_bytes for s in segments), "size drifted"
+        assert self._flushed_offset <= self.log_end_offset, "flushed past the log end"
+        assert all(s in segments[:-1] for s in self._rolled_unflushed), "stale unflushed list"
+        if self._flush_ms is None:
+            assert self._dirty_since_ms is None
         for segment in segments:
             segment._check_invariants(deep=deep)
 

@@ -8,7 +8,14 @@ search followed by a short forward scan of the log.
 
 The file is preallocated to ``max_index_size_bytes`` (rounded down to a multiple
 of 8) and memory-mapped; :meth:`OffsetIndex.close` trims it to ``entries * 8``
-bytes. Opening a file finds its entries:
+bytes. Descriptors: the file is opened only to size and map it, then closed;
+but CPython's map keeps a ``dup`` of the descriptor while it lives (until
+Python 3.13's ``trackfd=False``), so a map *is* an open file. Given an
+:class:`~._open_files.OpenFiles`, the index registers its map there on every
+use, and when that set evicts it the map is closed and made again on the next
+use (open, map, close: the file's pages stay in the OS page cache meanwhile, and
+:meth:`OffsetIndex.flush` of an unmapped index calls ``fsync`` on the file). Without one
+the map stays for the index's life. Opening a file finds its entries:
 
 * a trimmed file (shorter than the maximum) holds exactly ``size / 8`` entries;
   they must increase strictly, else :class:`CorruptIndexError`;
@@ -63,6 +70,8 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+from ._open_files import OpenFiles
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE_BYTES",
@@ -127,12 +136,13 @@ class OffsetIndex:
 
     __slots__ = (
         "_base_offset",
+        "_closed",
         "_entries",
-        "_fd",
         "_last_offset",
         "_last_position",
         "_max_entries",
         "_mmap",
+        "_open_files",
         "_page_hook",
         "_path",
     )
@@ -142,6 +152,8 @@ class OffsetIndex:
         path: str | os.PathLike[str],
         base_offset: int,
         max_index_size_bytes: int = DEFAULT_MAX_INDEX_SIZE_BYTES,
+        *,
+        open_files: OpenFiles | None = None,
     ) -> None:
         if type(base_offset) is not int or base_offset < 0:
             raise ValueError(f"base_offset must be a non-negative int, not {base_offset!r}")
@@ -149,10 +161,11 @@ class OffsetIndex:
         self._path = Path(path)
         self._base_offset = base_offset
         self._page_hook: Callable[[int], object] | None = None
-        # invariant: -1 once closed, else an open read-write descriptor of _path
-        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        # invariant: None when closed or when _max_entries == 0; else a shared map
-        # of exactly _max_entries * ENTRY_BYTES bytes of the file
+        self._closed = False
+        self._open_files = open_files
+        # invariant: None when closed, when _max_entries == 0, or when unmapped to
+        # save its descriptor (only while in no open_files set); else a shared map of
+        # exactly _max_entries * ENTRY_BYTES bytes of the file, in open_files if given
         self._mmap: mmap.mmap | None = None
         # invariant: 0 <= _entries <= _max_entries; slots [0, _entries) hold
         # strictly increasing relative offsets (>= 0) and positions (>= 0); every
@@ -163,16 +176,18 @@ class OffsetIndex:
         # (base_offset, -1) when empty
         self._last_offset = base_offset
         self._last_position = -1
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            self._open(max_size_bytes)
+            self._open(fd, max_size_bytes)
         except BaseException:
             self.close(trim=False)
             raise
+        finally:
+            os.close(fd)  # the map does not need it
 
     # ----------------------------------------------------------------- opening
 
-    def _open(self, max_size_bytes: int) -> None:
-        fd = self._fd
+    def _open(self, fd: int, max_size_bytes: int) -> None:
         length = os.fstat(fd).st_size
         if length % ENTRY_BYTES:
             raise CorruptIndexError(
@@ -194,19 +209,62 @@ class OffsetIndex:
                     entries = _find_untrimmed_end(view, length // ENTRY_BYTES)
                     _zero_garbage(view, entries * ENTRY_BYTES)
         mapped_bytes = max(max_size_bytes, entries * ENTRY_BYTES)
-        self._map(mapped_bytes)
+        self._map(mapped_bytes, fd)
         self._entries = entries
         self._refresh_last()
 
-    def _map(self, size_bytes: int) -> None:
-        """(Re)map the file at ``size_bytes``, resizing it first."""
+    def _map(self, size_bytes: int, fd: int = -1) -> None:
+        """(Re)map the file at ``size_bytes``, resizing it first, through ``fd`` or a
+        descriptor opened (and closed) for the purpose."""
+        self.close_files()
+        own = fd < 0
+        if own:
+            fd = os.open(self._path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, size_bytes)
+            # the file has the new size: a failed map below is made again lazily
+            self._max_entries = size_bytes // ENTRY_BYTES
+            if size_bytes:
+                self._mmap = mmap.mmap(fd, size_bytes, access=mmap.ACCESS_WRITE)
+                if self._open_files is not None:
+                    self._open_files.touch(self)
+        finally:
+            if own:
+                os.close(fd)
+
+    def _view(self) -> mmap.mmap:
+        """The map, made again if it was closed to save its descriptor. O(1).
+
+        Do not hold it across anything that may map another index of the same
+        :class:`~._open_files.OpenFiles` (this one may be closed then).
+        """
+        view = self._mmap
+        if view is None:
+            self._require_open()
+            assert self._max_entries, "an index without slots has no map"
+            fd = os.open(self._path, os.O_RDWR)
+            try:
+                view = self._mmap = mmap.mmap(
+                    fd, self._max_entries * ENTRY_BYTES, access=mmap.ACCESS_WRITE
+                )
+            finally:
+                os.close(fd)
+        if self._open_files is not None:
+            self._open_files.touch(self)
+        return view
+
+    def close_files(self) -> None:
+        """Close the map (and the descriptor it holds); the next use maps again. O(1)."""
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, size_bytes)
-        if size_bytes:
-            self._mmap = mmap.mmap(self._fd, size_bytes, access=mmap.ACCESS_WRITE)
-        self._max_entries = size_bytes // ENTRY_BYTES
+            if self._open_files is not None:
+                self._open_files.forget(self)
+
+    @property
+    def is_mapped(self) -> bool:
+        """Whether the map (and its descriptor) is open now. O(1)."""
+        return self._mmap is not None
 
     def _refresh_last(self) -> None:
         if self._entries == 0:
@@ -251,7 +309,7 @@ class OffsetIndex:
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     @property
     def page_hook(self) -> Callable[[int], object] | None:
@@ -263,7 +321,7 @@ class OffsetIndex:
         self._page_hook = hook
 
     def _require_open(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             raise ValueError(f"offset index {self._path} is closed")
 
     # ----------------------------------------------------------------- reading
@@ -273,8 +331,7 @@ class OffsetIndex:
         self._require_open()
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        assert self._mmap is not None
-        relative, position = _ENTRY.unpack_from(self._mmap, n * ENTRY_BYTES)
+        relative, position = _ENTRY.unpack_from(self._view(), n * ENTRY_BYTES)
         return OffsetPosition(self._base_offset + relative, position)
 
     def iter_entries(self) -> Iterator[OffsetPosition]:
@@ -282,16 +339,14 @@ class OffsetIndex:
         self._require_open()
         if self._entries == 0:
             return
-        assert self._mmap is not None
         base = self._base_offset
-        view = self._mmap[: self._entries * ENTRY_BYTES]
+        view = self._view()[: self._entries * ENTRY_BYTES]  # a copy
         for relative, position in _ENTRY.iter_unpack(view):
             yield OffsetPosition(base + relative, position)
 
     def _reader(self) -> Callable[[int], int]:
         """A function from slot to relative offset, reporting pages if hooked."""
-        view = self._mmap
-        assert view is not None
+        view = self._view()
         unpack = _REL.unpack_from
         hook = self._page_hook
         if hook is None:
@@ -376,8 +431,7 @@ class OffsetIndex:
                 f"position {position} must be above the last entry's "
                 f"{self._last_position} and fit an int32"
             )
-        assert self._mmap is not None
-        _ENTRY.pack_into(self._mmap, n * ENTRY_BYTES, relative, position)
+        _ENTRY.pack_into(self._view(), n * ENTRY_BYTES, relative, position)
         self._entries = n + 1
         self._last_offset = offset
         self._last_position = position
@@ -400,10 +454,9 @@ class OffsetIndex:
         if not 0 <= entries <= self._entries:
             raise ValueError(f"cannot truncate {self._entries} entries to {entries}")
         if entries < self._entries:
-            assert self._mmap is not None
             start = entries * ENTRY_BYTES
             end = self._entries * ENTRY_BYTES
-            self._mmap[start:end] = bytes(end - start)
+            self._view()[start:end] = bytes(end - start)
             self._entries = entries
             self._refresh_last()
 
@@ -432,23 +485,25 @@ class OffsetIndex:
         self.resize(self._entries * ENTRY_BYTES)
 
     def flush(self) -> None:
-        """Write dirty pages of the map to disk (msync). O(dirty pages)."""
+        """Write the index's dirty pages to disk: ``msync`` of the map, or ``fsync`` of
+        the file when it is unmapped (its pages are in the page cache). O(dirty pages)."""
         self._require_open()
         if self._mmap is not None:
             self._mmap.flush()
+        elif self._max_entries:
+            fd = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self, *, trim: bool = True) -> None:
-        """Unmap, trim the file to ``entries * 8`` bytes, close. Idempotent; O(1)."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if self._fd >= 0:
-            try:
-                if trim:
-                    os.ftruncate(self._fd, self._entries * ENTRY_BYTES)
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+        """Unmap and trim the file to ``entries * 8`` bytes. Idempotent; O(1)."""
+        self.close_files()
+        if not self._closed:
+            self._closed = True
+            if trim:
+                os.truncate(self._path, self._entries * ENTRY_BYTES)
 
     def delete(self) -> None:
         """Close without trimming and remove the file. O(1)."""
@@ -463,20 +518,23 @@ class OffsetIndex:
 
     def _check_invariants(self) -> None:
         """Check ordering, the zeroed tail, and the cached last entry. O(max_entries)."""
-        if self._fd < 0:
+        if self._closed:
             assert self._mmap is None, "closed index still mapped"
             return
         assert 0 <= self._entries <= self._max_entries, "entries out of range"
-        size_bytes = os.fstat(self._fd).st_size
+        size_bytes = os.stat(self._path).st_size
         assert size_bytes == self._max_entries * ENTRY_BYTES, "file size != mapped size"
         if self._max_entries == 0:
             assert self._mmap is None
         else:
-            assert self._mmap is not None
-            assert len(self._mmap) == self._max_entries * ENTRY_BYTES, "map size"
-            bad = _first_non_increasing(self._mmap, self._entries)
+            files = self._open_files
+            assert self._mmap is not None or files is not None, "unmapped, unmanaged"
+            assert files is None or (self._mmap is not None) == (self in files), "not tracked"
+            view = self._view()
+            assert len(view) == self._max_entries * ENTRY_BYTES, "map size"
+            bad = _first_non_increasing(view, self._entries)
             assert bad == self._entries, f"entry {bad} does not increase"
-            tail = self._mmap[self._entries * ENTRY_BYTES :]
+            tail = view[self._entries * ENTRY_BYTES :]
             assert tail.count(0) == len(tail), "non-zero bytes after the last entry"
         if self._entries:
             assert (self._last_offset, self._last_position) == tuple(
@@ -486,7 +544,7 @@ class OffsetIndex:
             assert (self._last_offset, self._last_position) == (self._base_offset, -1)
 
     def __repr__(self) -> str:
-        state = "closed" if self._fd < 0 else f"entries={self._entries}/{self._max_entries}"
+        state = "closed" if self._closed else f"entries={self._entries}/{self._max_entries}"
         return f"<OffsetIndex {self._path.name} base_offset={self._base_offset} {state}>"
 
 

@@ -18,6 +18,15 @@ followers, in real time on one event loop:
 * one leadership change: partition 0 is given up at ``leader_change_at`` of the
   run and led again ``leader_change_ms`` later with a new epoch.
 
+Every acknowledged batch is in its partition's file before the produce is
+answered (the broker writes through); ``flush_messages`` / ``flush_ms`` set
+Kafka's flush policy (``fsync``), off by default. The followers keep no data,
+so acks=-1 adds no durability here: what survives a machine crash is what was
+flushed. The summary counts the flushes (``log_flushes``) and the bytes that
+log recovery cut, when the broker opened the logs and when the read-back
+reopened them (``recovery_truncated_bytes``; a clean run cuts nothing, and a
+cut is also a read-back problem).
+
 At the end, producers stop, in-flight produces are awaited, the other tasks
 finish their current fetch, the broker closes, and every partition log is
 *reopened from disk* and read from the start: every record acknowledged with
@@ -48,7 +57,13 @@ from ._delayed import DelayedProduce, FetchPartitionStatus
 from ._log import PartitionLog
 from ._replication import ErrorCode
 from ._trace_writer import TraceWriter
-from .records import RecordBatchHeader, build_batch, iter_batches, iter_records
+from .records import (
+    CorruptRecordError,
+    RecordBatchHeader,
+    build_batch,
+    iter_batches,
+    iter_records,
+)
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -93,6 +108,8 @@ class SimulationConfig:
     leader_change_ms: int = 500
     tick_ms: int = 1
     wheel_size: int = 20
+    flush_messages: int | None = None  # Kafka's flush.messages; None: never
+    flush_ms: int | None = None  # Kafka's flush.ms; None: never
     use_uvloop: bool = True
     data_dir: str | None = None  # None: a temporary directory, removed at the end
     trace_path: str | None = "out/trace.parquet"  # None: no trace written
@@ -124,6 +141,11 @@ class SimulationConfig:
             (self.leader_change_ms >= 0, "leader_change_ms must be >= 0"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),
             (self.wheel_size >= 2, "wheel_size must be >= 2"),
+            (
+                self.flush_messages is None or self.flush_messages >= 1,
+                "flush_messages must be >= 1 (or None)",
+            ),
+            (self.flush_ms is None or self.flush_ms >= 1, "flush_ms must be >= 1 (or None)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -164,6 +186,8 @@ SUMMARY_KEYS = (
     "leader_changes",
     "bytes_in",
     "bytes_out",
+    "log_flushes",
+    "recovery_truncated_bytes",
     "acked_records",
     "failed_produces",
     "consumed_records",
@@ -213,6 +237,8 @@ class _Simulation:
             tick_ms=config.tick_ms,
             wheel_size=config.wheel_size,
             recorder=self.writer,
+            flush_messages=config.flush_messages,
+            flush_ms=config.flush_ms,
         )
         self.tps = [TopicPartition(TOPIC, p) for p in range(config.partitions)]
         self.followers = list(range(1, config.followers + 1))
@@ -389,9 +415,12 @@ class _Simulation:
             await asyncio.gather(*others)
             stats_p = broker.produce_purgatory.statistics()
             stats_f = broker.fetch_purgatory.statistics()
+        # after close: a flush policy flushes each log once more when it closes
+        log_flushes = broker.log_flushes
         wall_s = time.perf_counter() - wall0
         cpu_s = time.process_time() - cpu0
         summary = self._summarize(wall_s, cpu_s, stats_p, stats_f)
+        summary["log_flushes"] = log_flushes
         summary.update(self.read_back())
         if cfg.trace_path is not None:
             summary["trace_path"] = str(self.writer.write(cfg.trace_path))
@@ -461,10 +490,17 @@ class _Simulation:
                 acked[ack.tp].append((response.base_offset + i, value))
         total = sum(len(v) for v in acked.values())
         checked = 0
+        truncated = sum(p.log.recovery.truncated_bytes for p in self.broker.partitions.values())
         for tp in self.tps:
             expected = sorted(acked.get(tp, []))
             position = 0
             log = PartitionLog(self.data_dir / str(tp))
+            if log.recovery.truncated_bytes:
+                truncated += log.recovery.truncated_bytes
+                problems.append(
+                    f"{tp}: reopening cut {log.recovery.truncated_bytes} bytes at offset "
+                    f"{log.recovery.truncated_at_offset}"
+                )
             try:
                 offset = log.log_start_offset
                 while position < len(expected) and offset < log.log_end_offset:
@@ -484,6 +520,8 @@ class _Simulation:
                         nxt = next_offset(batch)
                         assert nxt is not None
                         offset = nxt
+            except (CorruptRecordError, OSError) as exc:
+                problems.append(f"{tp}: cannot read at offset {offset}: {exc}")
             finally:
                 log.close()
             problems.extend(f"{tp} offset {o} missing" for o, _ in expected[position:])
@@ -492,6 +530,7 @@ class _Simulation:
             "failed_produces": failed,
             "read_back_records": checked,
             "read_back_ok": not problems and checked == total,
+            "recovery_truncated_bytes": truncated,
             "read_back_problems": problems[:20],
         }
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from purgatory.broker import _segment
 from purgatory.broker._log import (
     LogRecovery,
     OffsetOutOfRangeError,
@@ -21,6 +20,7 @@ from purgatory.broker._log import (
     RecordBatchTooLargeError,
 )
 from purgatory.broker._offset_index import ENTRY_BYTES
+from purgatory.broker._open_files import OpenFiles
 from purgatory.broker.records import (
     CorruptRecordError,
     Record,
@@ -83,7 +83,7 @@ def bases_in(data: bytes) -> list[int]:
 
 
 def crash_copy(log: PartitionLog, tmp_path: Path, name: str = "crashed") -> Path:
-    """The directory as a crash would leave it: unwritten buffers lost, indexes untrimmed."""
+    """The directory as a process crash would leave it: indexes untrimmed."""
     target = tmp_path / name
     shutil.copytree(log.directory, target)
     return target
@@ -274,7 +274,11 @@ def test_readable_bytes_matches_read(make_log: MakeLog) -> None:
     assert log.readable_bytes(0) == log.size_bytes
 
 
-def test_small_appends_are_buffered(make_log: MakeLog, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_append_is_in_the_file_when_it_returns(
+    make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Write-through: one pwrite per append, and the file holds the batch before
+    append returns, so a process that dies right after loses nothing appended."""
     writes = 0
     real_pwrite = os.pwrite
 
@@ -284,15 +288,45 @@ def test_small_appends_are_buffered(make_log: MakeLog, monkeypatch: pytest.Monke
         return real_pwrite(fd, data, offset)
 
     monkeypatch.setattr(os, "pwrite", counting_pwrite)
+    log = make_log(**SMALL)
+    for i in range(200):
+        original = batch(1, 10, tag=i)
+        log.append(original)
+        active = log.segments[-1]
+        assert active.log_path.stat().st_size == active.size_bytes
+        assert active.log_path.read_bytes()[-len(original) :][12:] == original[12:]
+        assert writes == i + 1
+    assert log.segment_count > 1
+    assert sum(s.log_path.stat().st_size for s in log.segments) == log.size_bytes
+
+
+def test_a_failed_write_leaves_the_segment_as_it_was(
+    make_log: MakeLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pwrite that writes part of the batch and then fails (ENOSPC): the part is
+    cut again, the error reaches the caller, the next append lands where it should."""
     log = make_log()
-    for i in range(2_000):
-        log.append(batch(1, 10, tag=i))  # ~90 bytes each, ~180 KB in all
-    assert writes <= log.size_bytes // _segment.WRITE_BUFFER_BYTES + 1
-    on_disk = log.segments[-1].log_path.stat().st_size
-    assert on_disk < log.size_bytes  # the tail is still buffered
-    assert offsets_in(log.read(1_990, 1 << 20)) == list(range(1_990, 2_000))  # reads see it
-    log.flush()
-    assert log.segments[-1].log_path.stat().st_size == log.size_bytes
+    fill(log, 3)
+    before = log.read(0, 1 << 20)
+    real_pwrite = os.pwrite
+    calls = 0
+
+    def short_then_full(fd: int, data: Any, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return real_pwrite(fd, bytes(data)[:10], offset)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", short_then_full)
+    with pytest.raises(OSError, match="No space"):
+        log.append(batch(2))
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    log._check_invariants()
+    assert log.read(0, 1 << 20) == before
+    end = log.log_end_offset
+    assert log.append(batch()) == (end, end)
+    log._check_invariants()
 
 
 # ------------------------------------------------------------ truncation
@@ -367,7 +401,6 @@ def test_clean_reopen(make_log: MakeLog) -> None:
 def test_crash_with_untrimmed_index(make_log: MakeLog, tmp_path: Path) -> None:
     log = make_log(segment_bytes=1 << 20, index_interval_bytes=200, max_index_size_bytes=4096)
     fill(log, 60)
-    log.flush(fsync=False)
     crashed = crash_copy(log, tmp_path)
     active_index = crashed / "00000000000000000000.index"
     assert active_index.stat().st_size == 4096  # preallocated, never trimmed
@@ -383,15 +416,17 @@ def test_crash_with_untrimmed_index(make_log: MakeLog, tmp_path: Path) -> None:
     assert active_index.stat().st_size == len(entries) * ENTRY_BYTES
 
 
-def test_crash_loses_buffer_but_index_entries_survive(make_log: MakeLog, tmp_path: Path) -> None:
-    """The index map outlives unwritten log data: entries past the log end go."""
+def test_index_entries_past_the_log_end_are_dropped(make_log: MakeLog, tmp_path: Path) -> None:
+    """The index map can outlive log data (a machine crash that kept the index's
+    pages but not the log's): entries past the log end go."""
     log = make_log(index_interval_bytes=100)
     fill(log, 10, seed=1)
-    log.flush(fsync=False)
     durable_end, durable_size = log.log_end_offset, log.size_bytes
-    fill(log, 10, seed=2)  # buffered only; the index gets entries for them
-    assert log.segments[0].log_path.stat().st_size == durable_size
+    entries_before = log.segments[0].index.entries
+    fill(log, 10, seed=2)
+    assert log.segments[0].index.entries > entries_before
     crashed = crash_copy(log, tmp_path)
+    os.truncate(crashed / log.segments[0].log_path.name, durable_size)
     recovered = make_log(crashed, index_interval_bytes=100)
     assert recovered.recovery.dropped_index_entries > 0
     assert recovered.recovery.truncated_bytes == 0
@@ -535,11 +570,22 @@ def test_closed_log_refuses_work(make_log: MakeLog) -> None:
 # ------------------------------------------------------------ against a model
 
 
+@pytest.mark.parametrize("open_files", [None, 1], ids=["own-files", "one-open-file"])
 @pytest.mark.parametrize("seed", range(3))
-def test_random_operation_mix_against_a_model(make_log: MakeLog, tmp_path: Path, seed: int) -> None:
-    """Appends, reads, truncations, rolls, clean and crash reopens, against a list."""
+def test_random_operation_mix_against_a_model(
+    make_log: MakeLog, tmp_path: Path, seed: int, open_files: int | None
+) -> None:
+    """Appends, reads, truncations, rolls, clean and crash reopens, against a list;
+    also with room for one open reopenable file, so every index map and rolled log
+    is closed and opened again all the time."""
     rng = random.Random(seed)
-    config = {"segment_bytes": 1_500, "index_interval_bytes": 150, "max_index_size_bytes": 48}
+    config: dict[str, Any] = {
+        "segment_bytes": 1_500,
+        "index_interval_bytes": 150,
+        "max_index_size_bytes": 48,
+    }
+    if open_files is not None:
+        config["open_files"] = OpenFiles(open_files)
     log = make_log(f"mix{seed}", **config)
     model: list[tuple[int, int, bytes]] = []  # (base, last, bytes after the base offset)
     crashes = 0
@@ -562,7 +608,6 @@ def test_random_operation_mix_against_a_model(make_log: MakeLog, tmp_path: Path,
                 log.close()
                 log = make_log(log.directory, **config)  # the crash copy, after a crash
             else:
-                log.flush(fsync=False)
                 crashes += 1
                 target = crash_copy(log, tmp_path, f"crash{seed}-{crashes}")
                 log.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 import random
 import shutil
 import struct
@@ -23,6 +24,7 @@ from purgatory.broker._offset_index import (
     OffsetIndex,
     OffsetPosition,
 )
+from purgatory.broker._open_files import OpenFiles
 
 BASE = 45
 SLOTS = 30
@@ -516,3 +518,32 @@ def test_tail_readers_through_a_small_page_cache(tmp_path: Path) -> None:
     pages = entries // ENTRIES_PER_PAGE
     assert caches[True].misses <= pages + 1  # each page misses once, when it is new
     assert caches[False].misses >= 50 * caches[True].misses
+
+
+def test_maps_in_a_bounded_set_are_closed_and_made_again(tmp_path: Path) -> None:
+    """Every map holds a descriptor (CPython dups it); with an OpenFiles of one, using
+    an index closes the other's map, which comes back on its next use, unchanged."""
+    files = OpenFiles(1)
+    baseline = len(os.listdir("/proc/self/fd"))
+    indexes = [
+        OffsetIndex(tmp_path / f"{i}.index", 100 * i, 4096, open_files=files) for i in range(30)
+    ]
+    assert len(os.listdir("/proc/self/fd")) - baseline <= 1
+    for n, index in enumerate(indexes):
+        for k in range(1, 6):
+            index.append(100 * n + 10 * k, 1000 * k)
+    assert [ix.is_mapped for ix in indexes] == [False] * 29 + [True]
+    first = indexes[0]
+    assert first.lookup(25) == (20, 2000) and first.is_mapped and not indexes[-1].is_mapped
+    indexes[-1].flush()  # unmapped: fsync of the file instead of msync
+    first.truncate_to(30)
+    assert list(first.iter_entries()) == [(10, 1000), (20, 2000)]
+    for index in indexes:
+        index._check_invariants()
+    assert len(os.listdir("/proc/self/fd")) - baseline <= 1
+    for index in indexes:
+        index.close()
+    assert len(files) == 0 and len(os.listdir("/proc/self/fd")) == baseline
+    reopened = OffsetIndex(tmp_path / "0.index", 0, 4096)
+    assert list(reopened.iter_entries()) == [(10, 1000), (20, 2000)]
+    reopened.close()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -52,6 +54,7 @@ async def test_tiny_run_reads_back_every_acknowledged_record(tmp_path: Path) -> 
     assert set(SUMMARY_KEYS) <= set(summary)
     assert summary["read_back_ok"], summary["read_back_problems"]
     assert summary["acked_records"] > 0
+    assert summary["recovery_truncated_bytes"] == 0 and summary["log_flushes"] == 0
     assert summary["read_back_records"] == summary["acked_records"]
     # the stall made the ISR shrink and grow; the leader change happened
     assert summary["isr_shrinks"] >= 1 and summary["isr_expands"] >= 1
@@ -93,25 +96,50 @@ def test_run_on_its_own_loop_without_trace(tmp_path: Path) -> None:
     assert summary["uvloop"] is False
 
 
-def test_read_back_catches_a_lost_record(tmp_path: Path) -> None:
-    """Truncating a log after the run (by hand) must be reported, not missed."""
+def run_damaging_before_read_back(
+    tmp_path: Path, damage: Callable[[Path], object], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """A short run whose partition 0 directory goes through ``damage`` (by hand, after
+    the broker closed) just before the read-back reopens the logs."""
     from purgatory.broker import simulation
 
     original = simulation._Simulation.read_back
 
-    def truncating(self: simulation._Simulation) -> dict[str, object]:
-        log = PartitionLog(self.data_dir / str(self.tps[0]))
-        log.truncate_to(max(0, log.log_end_offset - 3))
-        log.close()
+    def damaging(self: simulation._Simulation) -> dict[str, object]:
+        damage(self.data_dir / str(self.tps[0]))
         return original(self)
 
-    simulation._Simulation.read_back = truncating  # type: ignore[method-assign]
-    try:
-        summary = run(tiny(tmp_path, duration_s=0.5, stall_at=-1, leader_change_at=-1))
-    finally:
-        simulation._Simulation.read_back = original  # type: ignore[method-assign]
+    monkeypatch.setattr(simulation._Simulation, "read_back", damaging)
+    return run(tiny(tmp_path, duration_s=0.5, stall_at=-1, leader_change_at=-1))
+
+
+def test_read_back_catches_a_lost_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Truncating a log after the run (by hand) must be reported, not missed."""
+
+    def truncate(directory: Path) -> None:
+        with PartitionLog(directory) as log:
+            log.truncate_to(max(0, log.log_end_offset - 3))
+
+    summary = run_damaging_before_read_back(tmp_path, truncate, monkeypatch)
     assert not summary["read_back_ok"]
     assert any("missing" in p for p in summary["read_back_problems"])
+
+
+def test_recovery_cuts_are_counted_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A torn tail found when the read-back reopens a log: the summary counts the bytes
+    cut and the read-back fails, naming the partition."""
+    torn = b"\x00" * 8 + b"\x00\x00\x01\x00" + b"\x07" * 20  # a header cut short
+
+    def tear(directory: Path) -> None:
+        with sorted(directory.glob("*.log"))[-1].open("ab") as f:
+            f.write(torn)
+
+    summary = run_damaging_before_read_back(tmp_path, tear, monkeypatch)
+    assert summary["recovery_truncated_bytes"] == len(torn)
+    assert not summary["read_back_ok"]
+    assert any("sim-0: reopening cut 32 bytes" in p for p in summary["read_back_problems"])
 
 
 def test_bad_configuration_is_refused(tmp_path: Path) -> None:
@@ -145,7 +173,16 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     help_text = capsys.readouterr().out
-    for option in ("--seed", "--duration", "--tick-ms", "--wheel-size", "--no-uvloop", "--trace"):
+    for option in (
+        "--seed",
+        "--duration",
+        "--tick-ms",
+        "--wheel-size",
+        "--no-uvloop",
+        "--trace",
+        "--flush-messages",
+        "--flush-ms",
+    ):
         assert option in help_text
     trace = tmp_path / "t.parquet"
     code = cli.main(
@@ -159,9 +196,14 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
             "-1",
             "--partitions",
             "2",
+            "--flush-messages",
+            "50",
         ]
     )
     out = capsys.readouterr().out
     assert code == 0
     assert "read-back OK" in out and trace.exists()
+    flushes = next(line for line in out.splitlines() if line.startswith("log_flushes"))
+    assert int(flushes.split()[1]) >= 2  # at least each partition's flush on close
     assert cli.main(["--partitions", "0"]) == 2
+    assert cli.main(["--flush-ms", "0"]) == 2

@@ -1,0 +1,99 @@
+"""Child processes for crash tests: start, read their lines with a deadline, SIGKILL.
+
+A :class:`Child` is one ``subprocess.Popen`` whose stdout the test reads line by
+line without blocking past a deadline (``select`` on the pipe, then ``os.read``).
+:meth:`Child.kill` sends SIGKILL to that pid only, reaps it, and keeps what the
+child had written before it died (those lines were printed, so they count).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+#: The repository root: children run with it as their working directory, so
+#: ``python -m examples.kafka_broker`` and ``python -m tests.broker...`` import.
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Child:
+    """A child Python process; use as a context manager (it is killed on exit)."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        self._fd = self.proc.stdout.fileno()
+        self._pending = bytearray()
+        self._eof = False
+
+    def read_line(self, timeout_s: float) -> str | None:
+        """The next line of stdout (without the newline), or None at EOF.
+
+        Raises TimeoutError if no whole line arrives within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            end = self._pending.find(b"\n")
+            if end >= 0:
+                line = bytes(self._pending[:end])
+                del self._pending[: end + 1]
+                return line.decode()
+            if self._eof:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no line from the child within {timeout_s} s")
+            ready, _, _ = select.select([self._fd], [], [], remaining)
+            if ready:
+                chunk = os.read(self._fd, 65536)
+                if chunk:
+                    self._pending += chunk
+                else:
+                    self._eof = True
+
+    def kill(self) -> list[str]:
+        """SIGKILL the child, reap it, return the whole lines it wrote and we had not read."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        lines = []
+        while (line := self.read_line(10)) is not None:
+            lines.append(line)
+        return lines
+
+    def stderr(self) -> str:
+        """What the child wrote on stderr (call after it exited)."""
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode(errors="replace")
+
+    def close(self) -> None:
+        """SIGKILL the child if it still runs, reap it, close the pipes. Idempotent."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
