@@ -7,13 +7,15 @@ under keys until they complete early or expire.
 The package is two layers: :mod:`purgatory.core`, synchronous, importing no
 event loop (the timer, operations, watcher lists, the idle tracker), and
 :mod:`purgatory.aio`, the async shell (the reaper, backends for asyncio and
-trio, awaiting). The names below are the public API of both.
+trio, awaiting). The names below are the public API of both. ``compiled`` tells
+whether the core loaded is the compiled one (Cython) or the pure-Python one.
 """
 
 from .aio.clock import LoopClock
 from .aio.operation import DelayedOperation
 from .aio.purgatory import DelayedOperationPurgatory
 from .aio.timer import SystemTimer
+from .core.build import COMPILED as compiled
 from .core.clock import Clock
 from .core.errors import OperationCancelledError, PurgatoryClosedError
 from .core.idle import IdleTracker
@@ -33,4 +35,5 @@ __all__ = [
     "SystemTimer",
     "TimerTask",
     "TopicPartition",
+    "compiled",
 ]

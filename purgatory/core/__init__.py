@@ -4,9 +4,13 @@ operations, the purgatory's watcher lists, the idle tracker.
 Nothing here imports an event loop (asyncio, trio) or anything of
 :mod:`purgatory.aio`; a test checks that. The core never sleeps and never awaits:
 whoever owns a timer drives it by calling ``poll`` (the async shell's reaper does
-that when the next bucket expires). It is the unit a compiler can take whole.
+that when the next bucket expires). It is the unit a compiler takes whole: its
+hot modules are compiled with Cython when the package is built, with the same
+``.py`` files as the pure-Python fallback (see :mod:`.build`).
 """
 
+from . import _loading  # noqa: F401 - first: PURGATORY_NO_EXTENSIONS picks the pure modules
+from .build import COMPILED
 from .clock import Clock
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
@@ -18,6 +22,7 @@ from .timer import Timer, WheelTimer
 from .timer_list import TimerTask
 
 __all__ = [
+    "COMPILED",
     "Clock",
     "Histogram",
     "IdleTracker",

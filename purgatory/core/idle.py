@@ -91,7 +91,7 @@ class _Tracker:
     include ``typing.Generic``); see :class:`IdleTracker` for the API.
     """
 
-    __slots__ = ("_on_idle", "_reaped", "_rearmed", "_tasks", "_timeout_ms", "_timer")
+    __slots__ = ("_now_ms", "_on_idle", "_reaped", "_rearmed", "_tasks", "_timeout_ms", "_timer")
 
     def __init__(self, timeout_ms: int, on_idle: Callable[[Any], object], *, timer: Timer) -> None:
         if type(timeout_ms) is not int or timeout_ms <= 0:
@@ -103,6 +103,7 @@ class _Tracker:
         self._timeout_ms = timeout_ms
         self._on_idle = on_idle
         self._timer = timer
+        self._now_ms = timer.now_ms  # bound once: a touch is this call and a dict lookup
         # invariant: key -> its task; every task here is scheduled in self._timer,
         # task.key == key, and its entry expires before
         # task.touched_ms + timeout_ms + tick_ms (it never sleeps past the deadline)
@@ -139,7 +140,7 @@ class _Tracker:
         """
         try:
             # the timer's own clock read: pinned while its reaper runs (aio.clock)
-            self._tasks[key].touched_ms = self._timer.now_ms()
+            self._tasks[key].touched_ms = self._now_ms()
         except KeyError:
             self._track(key)
 

@@ -43,7 +43,7 @@ raise that exception. (The purgatory and the timer, which run callbacks for many
 operations in one pass, catch it per operation and report it; see
 :mod:`.purgatory`.)
 
-The fields ``_purgatory``, ``_keys`` and ``_expiring`` are the purgatory's
+The fields ``_purgatory``, ``_keys``, ``_nkeys`` and ``_expiring`` are the purgatory's
 bookkeeping (:mod:`.purgatory`; the two classes are one unit, as Kafka's
 ``DelayedOperation.scala`` holds both), read and written by nothing else.
 """
@@ -51,7 +51,6 @@ bookkeeping (:mod:`.purgatory`; the two classes are one unit, as Kafka's
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Hashable
 from typing import Any, Protocol, TypeVar
 
 from .errors import OperationCancelledError
@@ -104,7 +103,16 @@ class Operation(TimerTask):
     checks are O(1); waiters are allocated only for operations someone waits for.
     """
 
-    __slots__ = ("_state", "_outcome", "_error", "_waiters", "_purgatory", "_keys", "_expiring")
+    __slots__ = (
+        "_state",
+        "_expiring",
+        "_nkeys",
+        "_outcome",
+        "_error",
+        "_waiters",
+        "_purgatory",
+        "_keys",
+    )
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms  # TimerTask.__init__, inlined: one frame less per operation
@@ -117,7 +125,10 @@ class Operation(TimerTask):
         self._waiters: list[Waiter[Any]] | None = None
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
         self._purgatory: CompletionListener | None = None
-        self._keys: tuple[Hashable, ...] = ()  # the keys it is watched under
+        # the keys it is watched under: none (_nkeys 0), the one key itself (1: the
+        # common case keeps no tuple alive), or a tuple of them (_nkeys > 1)
+        self._nkeys = 0
+        self._keys: Any = None
         self._expiring = False  # True while the timer is completing it
 
     # -- to implement --------------------------------------------------------

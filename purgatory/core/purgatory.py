@@ -94,9 +94,17 @@ from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .operation import CompletionListener, Operation
 from .report import collect, raise_collected
-from .timer import Timer, coerce_delay
+from .timer import MAX_DELAY_MS, Timer, WheelTimer, coerce_delay
 
-__all__ = ["DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
+try:
+    import cython
+except ImportError:  # the pure-Python core, with Cython not installed
+    from . import _cython_shim as cython
+
+__all__ = ["BUILD", "DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
+
+#: which build this module is, as reprs show it (see timer.BUILD)
+BUILD = "compiled" if cython.compiled else "pure"
 
 #: Kafka's default: purge once this many completed operations may be watched.
 DEFAULT_PURGE_INTERVAL = 1000
@@ -147,6 +155,7 @@ class Purgatory(CompletionListener):
         "_purges",
         "_watched",
         "_watchers",
+        "_wheel",
         "name",
         "purge_interval",
         "timer",
@@ -165,6 +174,8 @@ class Purgatory(CompletionListener):
             raise ValueError(f"purge_interval must be a non-negative int, not {purge_interval!r}")
         self.name = name
         self.timer = timer
+        # the same timer when it is the core's own: the compiled core calls it in C
+        self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         self.purge_interval = purge_interval
         self.timer_enabled = timer_enabled
         # invariant: no empty list; each list holds operations watched on its key,
@@ -211,8 +222,10 @@ class Purgatory(CompletionListener):
             hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
         except TypeError as exc:
             raise TypeError(f"keys must be hashable: {exc}") from None
-        if self.timer_enabled and operation.delay_ms.__class__ is not int:
-            coerce_delay(operation.delay_ms)  # raises what timer.add would
+        if self.timer_enabled:
+            delay = operation.delay_ms
+            if type(delay) is not int or not -MAX_DELAY_MS <= delay <= MAX_DELAY_MS:
+                coerce_delay(delay)  # raises what timer.add would
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
@@ -221,7 +234,8 @@ class Purgatory(CompletionListener):
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
             raise
-        operation._keys = keys
+        nkeys = operation._nkeys = len(keys)
+        operation._keys = keys[0] if nkeys == 1 else keys
         self._depth += 1
         try:
             watchers = self._watchers
@@ -240,7 +254,11 @@ class Purgatory(CompletionListener):
                     return True
             finally:
                 if not operation._state and self.timer_enabled:
-                    self.timer.add(operation)
+                    wheel = self._wheel
+                    if wheel is not None:
+                        wheel.add(operation)
+                    else:
+                        self.timer.add(operation)
                     self._num_delayed += 1
             return False
         finally:
@@ -356,7 +374,7 @@ class Purgatory(CompletionListener):
         done = self._done_watched
         self._done_watched = []
         for op in done:
-            for key in op._keys:
+            for key in op._keys if op._nkeys > 1 else (op._keys,):
                 ops = watchers.get(key)
                 if ops is not None and ops.pop(op, 0) is None:
                     removed += 1
@@ -416,13 +434,15 @@ class Purgatory(CompletionListener):
     def _operation_completed(self, op: Operation, from_timer: bool) -> None:
         """Called by ``force_complete`` of an operation given to this purgatory
         (watched, or in its first ``try_complete``): counters and purge. O(1)."""
-        if op._keys:  # watched: its entries wait for the purge
+        if op._nkeys:  # watched: its entries wait for the purge
             self._done_watched.append(op)
         if from_timer:
             self._num_delayed -= 1
         if op._expiring:
             self._expired += 1
-            self._lateness.record(self.timer.poll_now_ms() - op.expiration_ms)
+            wheel = self._wheel
+            now_ms = wheel.poll_now_ms() if wheel is not None else self.timer.poll_now_ms()
+            self._lateness.record(now_ms - op.expiration_ms)
         else:
             self._completed_early += 1
         if self._estimated - self._num_delayed > self.purge_interval:
@@ -460,7 +480,8 @@ class Purgatory(CompletionListener):
             total += len(ops)
             for op in ops:
                 assert op._purgatory is self, f"{op!r} watched but not ours"
-                assert key in op._keys, f"{op!r} watched under a key it was not given"
+                given = op._keys if op._nkeys > 1 else (op._keys,)
+                assert key in given, f"{op!r} watched under a key it was not given"
                 if op.is_done:
                     assert id(op) in noted, f"done {op!r} watched but not noted for purge"
         assert total == self._watched, f"watched {self._watched} but lists hold {total}"
@@ -472,5 +493,5 @@ class Purgatory(CompletionListener):
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self.name!r} watched={self._watched} "
-            f"num_delayed={self._num_delayed} keys={len(self._watchers)}>"
+            f"num_delayed={self._num_delayed} keys={len(self._watchers)} build={BUILD}>"
         )

@@ -73,7 +73,7 @@ from typing import Any, Protocol, runtime_checkable
 from .clock import Clock
 from .delay_queue import DelayQueue
 from .report import collect, raise_collected
-from .timer_list import TaskCounter, TimerTask, TimerTaskList
+from .timer_list import TaskCounter, TaskSink, TimerTask, TimerTaskList
 from .timing_wheel import TimingWheel
 
 try:
@@ -85,9 +85,12 @@ if not cython.compiled:  # the compiled core cimports a C monotonic() (cmonotoni
     from time import monotonic
 
 __all__ = [
+    "BUILD",
     "COMPILED",
     "DEFAULT_TICK_MS",
     "DEFAULT_WHEEL_SIZE",
+    "MAX_DELAY_MS",
+    "MAX_WHEEL_SIZE",
     "Timer",
     "WheelTimer",
     "coerce_delay",
@@ -96,6 +99,8 @@ __all__ = [
 
 #: True when this module is the compiled core (Cython), False when it is the .py
 COMPILED: bool = cython.compiled
+#: which build this module is, as reprs show it
+BUILD = "compiled" if COMPILED else "pure"
 
 #: where a collected error goes when an interrupt ends the pass that collected it
 logger = logging.getLogger("purgatory")
@@ -103,6 +108,15 @@ logger = logging.getLogger("purgatory")
 #: Kafka's defaults: 1 ms ticks, 20 buckets per wheel level.
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
+#: The largest delay either way, about 34.8 years: with it (and the bounds on
+#: tick_ms and wheel_size) every time and every wheel's interval stays well
+#: inside a 64-bit integer, which is what the compiled core keeps them in. The
+#: same limits hold in both builds.
+MAX_DELAY_MS = 2**40
+#: The largest wheel size; with the largest tick, the widest wheel's interval
+#: stays below 2**62.
+MAX_WHEEL_SIZE = 2**16
+_MIN_DELAY_MS = -MAX_DELAY_MS
 
 
 def monotonic_ms() -> int:
@@ -116,19 +130,20 @@ def coerce_delay(delay: object) -> int:
     """A task's delay as int milliseconds; finite floats round up (never early).
 
     Integers are ``int`` or anything with ``__index__`` (a NumPy integer, say), bool
-    excepted; anything else is refused with TypeError, NaN and infinities with
-    ValueError. O(1).
+    excepted; anything else is refused with TypeError. NaN, infinities and delays
+    beyond :data:`MAX_DELAY_MS` either way are refused with ValueError. O(1).
     """
     if isinstance(delay, float):
         if not math.isfinite(delay):
             raise ValueError(f"delay_ms must be finite, not {delay!r}")
-        return math.ceil(delay)
-    if not isinstance(delay, bool):
-        try:
-            return operator.index(delay)  # type: ignore[arg-type]
-        except TypeError:
-            pass
-    raise TypeError(f"delay_ms must be an integer, not {type(delay).__name__}")
+        delay = math.ceil(delay)
+    elif not isinstance(delay, bool) and hasattr(type(delay), "__index__"):
+        delay = operator.index(delay)  # type: ignore[arg-type]
+    if type(delay) is not int:
+        raise TypeError(f"delay_ms must be an integer, not {type(delay).__name__}")
+    if not -MAX_DELAY_MS <= delay <= MAX_DELAY_MS:
+        raise ValueError(f"delay_ms must be within +-2**40 (about 34.8 years), not {delay!r}")
+    return delay
 
 
 @runtime_checkable
@@ -159,7 +174,7 @@ class Timer(Protocol):
     def __len__(self) -> int: ...
 
 
-class WheelTimer:
+class WheelTimer(TaskSink):
     """A hierarchical timing-wheel timer, driven by ``poll``; see the module doc.
 
     ``add`` O(1); ``cancel`` O(1); ``len`` O(1). ``clock`` is any object with
@@ -190,20 +205,26 @@ class WheelTimer:
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         clock: Clock,
     ) -> None:
+        for setting, value, limit in (
+            ("tick_ms", tick_ms, MAX_DELAY_MS),
+            ("wheel_size", wheel_size, MAX_WHEEL_SIZE),
+        ):
+            if type(value) is int and value > limit:
+                raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
-        # how now_ms reads the clock (see pin_clock): None, the clock's own now_ms;
-        # else int(seconds() * 1000) of this reader of the same clock in seconds
+        # how now_ms reads the clock (see pin_clock): int(seconds() * 1000) of this
+        # reader of the same clock in seconds; with None, the clock's own now_ms,
         self._seconds: Callable[[], float] | None = None
-        # invariant: True only in the compiled core, when _seconds is time.monotonic:
-        # then now_ms reads CLOCK_MONOTONIC in C (the same value, no Python call)
+        # or, when True (only in the compiled core, with time.monotonic pinned),
+        # CLOCK_MONOTONIC read in C: the same value, no Python call
         self._monotonic = False
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
         self._wheel = TimingWheel(tick_ms, wheel_size, self.now_ms(), self._counter, self._queue)
         # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
-        self._due = TimerTaskList(self._counter)
+        self._due = TimerTaskList(self._counter, finest=True)
         self._ran = 0  # tasks run by the current poll
         self._flushed = 0  # buckets flushed by the last poll
         self._poll_now_ms: int | None = None  # the time the running poll read; None outside
@@ -236,17 +257,18 @@ class WheelTimer:
         that reader is ``time.monotonic``, the same value read from
         ``CLOCK_MONOTONIC`` in C with no Python call (see :mod:`.monotonic`).
         """
-        if self._monotonic:
-            return monotonic_ms()
         seconds = self._seconds
         if seconds is not None:
-            return int(seconds() * 1000)
+            now_s: float = seconds()
+            return int(now_s * 1000)
+        if self._monotonic:
+            return monotonic_ms()
         return self._clock.now_ms()
 
     @property
     def pinned_clock(self) -> Callable[[], float] | None:
         """The seconds reader :meth:`pin_clock` pinned, or None. O(1)."""
-        return self._seconds
+        return time.monotonic if self._monotonic else self._seconds
 
     def pin_clock(self, seconds: Callable[[], float] | None) -> None:
         """Read the clock as ``int(seconds() * 1000)`` from now on; None: through the
@@ -256,8 +278,9 @@ class WheelTimer:
         shell pins the running loop's clock while the timer's reaper runs, so a
         read skips finding the running loop).
         """
-        self._seconds = seconds
-        self._monotonic = COMPILED and seconds is time.monotonic
+        monotonic = COMPILED and seconds is time.monotonic
+        self._monotonic = monotonic
+        self._seconds = None if monotonic else seconds
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
@@ -266,9 +289,10 @@ class WheelTimer:
         the finest wheel's interval, O(levels) beyond it.
         """
         delay = task.delay_ms
-        if delay.__class__ is not int:
+        if type(delay) is not int or not _MIN_DELAY_MS <= delay <= MAX_DELAY_MS:
             delay = coerce_delay(delay)
-        expiration_ms = self.now_ms() + delay
+        delay_ms: int = delay  # within MAX_DELAY_MS now: the compiled core's C integer
+        expiration_ms = self.now_ms() + delay_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
 
@@ -318,23 +342,23 @@ class WheelTimer:
         try:
             due = self._due
             if due:
-                self._due = TimerTaskList(self._counter)  # made due meanwhile: next poll
+                # made due meanwhile: next poll
+                self._due = TimerTaskList(self._counter, finest=True)
                 try:
-                    due.flush(self._run_due)
+                    due.flush(self)
                 except BaseException:
                     self._keep_due(due)
                     raise
             queue = self._queue
             wheel = self._wheel
-            reinsert = self._reinsert
-            run_due = self._run_due
             bucket = queue.poll_expired(now_ms)
             while bucket is not None:
                 self._flushed += 1
                 wheel.advance_clock(bucket.expiration_ms)
                 try:
-                    # a finest bucket's tasks are all due: reinsert would only refuse them
-                    bucket.flush(run_due if bucket.finest else reinsert)
+                    # to _run_due from a finest bucket (all its tasks are due: reinsert
+                    # would only refuse them), else to _reinsert
+                    bucket.flush(self)
                 except BaseException:
                     self._keep_bucket(bucket)
                     raise
@@ -440,12 +464,12 @@ class WheelTimer:
         total = self._wheel._check_invariants(queued)
         assert all(b.finest for b in self._wheel._buckets), "a finest bucket not marked"
         total += self._due._check_invariants()
-        assert self._due.expiration_ms == -1
+        assert self._due.expiration_ms == -1 and self._due.finest
         assert total == self._counter.value, f"counter {self._counter.value}, entries {total}"
 
     def __repr__(self) -> str:
         levels = len(self._wheel.levels())
         return (
             f"<{type(self).__name__} {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
-            f"wheel_size={self.wheel_size} levels={levels}>"
+            f"wheel_size={self.wheel_size} levels={levels} build={BUILD}>"
         )

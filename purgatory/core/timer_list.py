@@ -10,7 +10,7 @@ one bucket, a :class:`TimerTaskList`, with its absolute expiration:
 Kafka wraps each scheduling of a task in a separate entry object, so that
 threads racing on a moved task can tell its stale entry from its live one. Here
 everything runs on the event loop's thread, so the task carries its entry fields
-itself (:class:`TimerTaskEntry` is its base class): scheduling allocates nothing,
+itself (its bucket, links and expiration): scheduling allocates nothing,
 and "an entry belongs to at most one list" holds by construction.
 
 A bucket has an expiration (the start of the tick it covers), unset (-1) while
@@ -33,9 +33,9 @@ Example, one bucket ``b`` and two tasks::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-__all__ = ["TaskCounter", "TimerTask", "TimerTaskEntry", "TimerTaskList"]
+__all__ = ["TaskCounter", "TaskSink", "TimerTask", "TimerTaskList"]
 
 
 class TaskCounter:
@@ -56,25 +56,21 @@ class _Link:
     _prev: _Link
 
 
-class TimerTaskEntry(_Link):
-    """The scheduling state a task carries: its bucket, links and expiration."""
+class TimerTask(_Link):
+    """A task to run once after ``delay_ms``: subclass it and override :meth:`run`.
 
-    __slots__ = ("_list", "expiration_ms")
+    ``delay_ms`` is a plain attribute, read when the task is added to a timer: an
+    ``int`` (or a finite ``float``, rounded up); a negative delay means due now.
+    The task carries its own scheduling state (Kafka's timer task entry): its
+    bucket, its links there and its expiration.
+    """
+
+    __slots__ = ("_list", "delay_ms", "expiration_ms")
 
     # invariant: None, or the bucket this task is linked in (then _next/_prev are
     # its neighbours there and expiration_ms is within that bucket's tick)
     _list: TimerTaskList | None
     expiration_ms: int
-
-
-class TimerTask(TimerTaskEntry):
-    """A task to run once after ``delay_ms``: subclass it and override :meth:`run`.
-
-    ``delay_ms`` is a plain attribute, read when the task is added to a timer: an
-    ``int`` (or a finite ``float``, rounded up); a negative delay means due now.
-    """
-
-    __slots__ = ("delay_ms",)
 
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
@@ -103,6 +99,25 @@ class TimerTask(TimerTaskEntry):
     def __repr__(self) -> str:
         state = f"due at {self.expiration_ms}" if self._list is not None else "idle"
         return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+
+
+class TaskSink:
+    """Where :meth:`TimerTaskList.flush` hands a bucket's tasks: the timer.
+
+    An interface of two methods (Kafka's ``flush(f)`` takes a function; two
+    named methods let the compiled core call them in C): a task from a bucket
+    of the finest wheel (or the due list) is due and goes to ``_run_due``; one
+    from a coarser bucket goes to ``_reinsert``, to land in a finer bucket or
+    run if it is due.
+    """
+
+    __slots__ = ()
+
+    def _run_due(self, task: TimerTask) -> None:
+        raise NotImplementedError
+
+    def _reinsert(self, task: TimerTask) -> None:
+        raise NotImplementedError
 
 
 class TimerTaskList(_Link):
@@ -149,13 +164,15 @@ class TimerTaskList(_Link):
         self._prev = task
         self._counter.value += 1
 
-    def flush(self, f: Callable[[TimerTask], object]) -> None:
-        """Remove every task, handing each to ``f``, then unset the expiration.
+    def flush(self, sink: TaskSink) -> None:
+        """Remove every task, handing each to ``sink`` (``_run_due`` if this bucket
+        is ``finest``, else ``_reinsert``), then unset the expiration.
 
-        Tasks are unlinked one at a time, so ``f`` may cancel other tasks of this
-        bucket safely. O(tasks).
+        Tasks are unlinked one at a time, so the sink may cancel other tasks of
+        this bucket safely. O(tasks).
         """
         counter = self._counter
+        finest = self.finest
         head = self._next
         while head is not self:
             assert isinstance(head, TimerTask)
@@ -164,7 +181,10 @@ class TimerTaskList(_Link):
             nxt._prev = self
             head._list = None
             counter.value -= 1
-            f(head)
+            if finest:
+                sink._run_due(head)
+            else:
+                sink._reinsert(head)
             head = self._next
         self.expiration_ms = -1
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from purgatory import SystemTimer, TimerTask
+from purgatory.core.timer import BUILD
 from purgatory.testing import ManualClock
 
 from ..timer_kit import Boom, Recorder
@@ -34,7 +35,7 @@ async def test_with_a_loop_failures_go_to_the_exception_handler(
 def test_repr_says_whether_the_reaper_runs(clock: ManualClock) -> None:
     timer = SystemTimer("test", clock=clock)
     assert repr(timer) == (
-        "<SystemTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1 reaper=stopped>"
+        f"<SystemTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1 build={BUILD} reaper=stopped>"
     )
 
 

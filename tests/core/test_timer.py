@@ -12,6 +12,7 @@ from purgatory import (
     TimerTask,
 )
 from purgatory.core import WheelTimer
+from purgatory.core.timer import BUILD
 from purgatory.testing import ManualClock
 
 from ..timer_kit import CALLBACK_ERRORS, INTERRUPTS, Boom, Raises, Recorder, poll_checked
@@ -214,7 +215,9 @@ def test_next_expiration(clock: ManualClock, timer: WheelTimer) -> None:
 
 def test_repr_and_properties(timer: WheelTimer) -> None:
     assert timer.tick_ms == 1 and timer.wheel_size == 20
-    assert repr(timer) == "<WheelTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1>"
+    assert (
+        repr(timer) == f"<WheelTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1 build={BUILD}>"
+    )
     assert "ManualClock" in repr(timer.clock)
 
 
@@ -353,3 +356,30 @@ def test_poll_from_inside_a_task_is_refused(clock: ManualClock, timer: WheelTime
     clock.advance(2)
     assert timer.poll() == 1
     timer._check_invariants()
+
+
+@pytest.mark.parametrize("delay", [2**40 + 1, -(2**40) - 1, 10**30])
+def test_delays_beyond_the_limit_are_refused_the_same_in_both_builds(
+    clock: ManualClock, timer: WheelTimer, delay: int
+) -> None:
+    with pytest.raises(ValueError, match=r"^delay_ms must be within \+-2\*\*40"):
+        timer.add(Recorder(delay, None, clock, []))
+    assert len(timer) == 0
+
+
+@pytest.mark.parametrize(("tick_ms", "wheel_size"), [(1, 2), (1, 20), (2**40, 2**16), (7, 2**16)])
+def test_the_longest_delay_fits_any_wheel(
+    clock: ManualClock, tick_ms: int, wheel_size: int
+) -> None:
+    clock.advance(2**43)  # years of uptime, as a monotonic clock may read
+    timer = WheelTimer("long", tick_ms=tick_ms, wheel_size=wheel_size, clock=clock)
+    task = Recorder(2**40, None, clock, [])
+    timer.add(task)
+    assert task.expiration_ms == 2**43 + 2**40 and len(timer) == 1
+    timer._check_invariants()
+
+
+@pytest.mark.parametrize(("setting", "value"), [("tick_ms", 2**40 + 1), ("wheel_size", 2**16 + 1)])
+def test_wheels_beyond_the_limits_are_refused(clock: ManualClock, setting: str, value: int) -> None:
+    with pytest.raises(ValueError, match=f"^{setting} must be at most"):
+        WheelTimer("big", clock=clock, **{setting: value})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from purgatory.core.timer_list import TaskCounter, TimerTask, TimerTaskList
+from purgatory.core.timer_list import TaskCounter, TaskSink, TimerTask, TimerTaskList
 from purgatory.testing import ManualClock
 
 from ..timer_kit import Recorder
@@ -33,7 +33,34 @@ def test_buckets_share_one_counter_while_tasks_move_and_cancel() -> None:
     assert counter.value == 15
     for bucket in lists:
         bucket._check_invariants()
-    flushed: list[TimerTask] = []
-    lists[2].flush(flushed.append)
-    assert counter.value == 10 and len(flushed) == 5
+    sink = Sink()
+    lists[2].flush(sink)
+    assert counter.value == 10 and len(sink.reinserted) == 5 and sink.ran == []
     assert lists[2].expiration_ms == -1
+
+
+class Sink(TaskSink):
+    """Records what a flush hands it."""
+
+    def __init__(self) -> None:
+        self.ran: list[TimerTask] = []
+        self.reinserted: list[TimerTask] = []
+
+    def _run_due(self, task: TimerTask) -> None:
+        self.ran.append(task)
+
+    def _reinsert(self, task: TimerTask) -> None:
+        self.reinserted.append(task)
+
+
+def test_a_finest_bucket_runs_its_tasks_and_a_coarser_one_reinserts_them() -> None:
+    counter = TaskCounter()
+    finest, coarse = TimerTaskList(counter, finest=True), TimerTaskList(counter)
+    tasks = [TimerTask(1) for _ in range(4)]
+    for i, task in enumerate(tasks):
+        (finest if i % 2 else coarse).add(task, 10)
+    sink = Sink()
+    finest.flush(sink)
+    coarse.flush(sink)
+    assert sink.ran == tasks[1::2] and sink.reinserted == tasks[0::2]
+    assert counter.value == 0 and not finest and not coarse

@@ -1,0 +1,54 @@
+# Declarations for compiling purgatory.py with Cython; see timer_list.pxd.
+cimport cython
+
+from .histogram cimport Histogram
+from .operation cimport CompletionListener, Operation
+from .timer cimport WheelTimer
+
+
+cdef class Purgatory(CompletionListener):
+    cdef public Py_ssize_t _cancelled
+    cdef public bint _closed
+    cdef public Py_ssize_t _completed_early
+    cdef public Py_ssize_t _depth
+    cdef public list _done_watched
+    cdef public Py_ssize_t _estimated
+    cdef public Py_ssize_t _expired
+    cdef public Histogram _lateness
+    cdef public Py_ssize_t _num_delayed
+    cdef public bint _purge_due
+    cdef public Py_ssize_t _purged
+    cdef public Py_ssize_t _purges
+    cdef public Py_ssize_t _watched
+    cdef public dict _watchers
+    cdef public WheelTimer _wheel
+    cdef public object name
+    cdef public Py_ssize_t purge_interval
+    cdef public object timer
+    cdef public bint timer_enabled
+
+    @cython.locals(watchers=dict, ops=dict, key=object, delay=object, wheel=WheelTimer, nkeys=Py_ssize_t)
+    cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
+
+    @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
+    cpdef Py_ssize_t check_and_complete(self, key) except -1
+
+    @cython.locals(ops=dict, listed=list, op=Operation)
+    cpdef list cancel_for_key(self, key)
+
+    @cython.locals(removed=Py_ssize_t, watchers=dict, done=list, op=Operation, ops=dict)
+    cpdef Py_ssize_t purge_completed(self) except -1
+
+    @cython.locals(was_scheduled=cython.bint)
+    cpdef bint _cancel(self, Operation op, error) except -1
+
+    @cython.locals(wheel=WheelTimer, now_ms=cython.longlong)
+    cpdef _operation_completed(self, Operation op, bint from_timer)
+
+    cpdef _purge_if_due(self)
+
+    cpdef _request_purge(self)
+
+    cpdef _leave(self)
+
+    cpdef _purge(self)

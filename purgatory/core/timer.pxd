@@ -1,0 +1,52 @@
+# Declarations for compiling timer.py with Cython; see timer_list.pxd.
+cimport cython
+
+from .cmonotonic cimport monotonic
+from .delay_queue cimport DelayQueue
+from .timer_list cimport TaskCounter, TaskSink, TimerTask, TimerTaskList
+from .timing_wheel cimport TimingWheel
+
+
+cpdef long long monotonic_ms() except? -1
+
+
+cdef class WheelTimer(TaskSink):
+    cdef public object _clock
+    cdef public TaskCounter _counter
+    cdef public TimerTaskList _due
+    cdef public list _errors
+    cdef public Py_ssize_t _flushed
+    cdef public bint _monotonic
+    cdef public object _poll_now_ms
+    cdef public DelayQueue _queue
+    cdef public Py_ssize_t _ran
+    cdef public object _seconds
+    cdef public list _wakeups
+    cdef public TimingWheel _wheel
+    cdef public object name
+
+    @cython.locals(seconds=object, now_s=cython.double)
+    cpdef long long now_ms(self) except? -1
+
+    @cython.locals(delay=object, delay_ms=cython.longlong, expiration_ms=cython.longlong)
+    cpdef add(self, TimerTask task)
+
+    @cython.locals(due=TimerTaskList, was_empty=cython.bint)
+    cpdef _add_due(self, TimerTask task, long long expiration_ms)
+
+    cpdef _reinsert(self, TimerTask task)
+
+    @cython.locals(
+        now_ms=cython.longlong,
+        errors=list,
+        due=TimerTaskList,
+        queue=DelayQueue,
+        wheel=TimingWheel,
+        bucket=TimerTaskList,
+        ran=Py_ssize_t,
+    )
+    cpdef Py_ssize_t poll(self) except -1
+
+    cpdef _run_due(self, TimerTask task)
+
+    cpdef long long poll_now_ms(self) except? -1

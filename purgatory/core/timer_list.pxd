@@ -1,0 +1,39 @@
+# Declarations that let Cython compile timer_list.py (its pure-Python mode): the
+# classes become extension types with C fields; the .py stays the one source of
+# each algorithm. See purgatory/core/build.py.
+cimport cython
+
+
+cdef class TaskCounter:
+    cdef public Py_ssize_t value
+
+
+cdef class _Link:
+    cdef public _Link _next
+    cdef public _Link _prev
+
+
+cdef class TimerTask(_Link):
+    cdef public TimerTaskList _list
+    cdef public object delay_ms
+    cdef public long long expiration_ms
+
+    @cython.locals(bucket=TimerTaskList, nxt=_Link, prv=_Link)
+    cpdef cancel(self)
+
+
+cdef class TaskSink:
+    cpdef _run_due(self, TimerTask task)
+    cpdef _reinsert(self, TimerTask task)
+
+
+cdef class TimerTaskList(_Link):
+    cdef public TaskCounter _counter
+    cdef public long long expiration_ms
+    cdef public bint finest
+
+    @cython.locals(tail=_Link)
+    cpdef add(self, TimerTask task, long long expiration_ms)
+
+    @cython.locals(counter=TaskCounter, head=_Link, nxt=_Link, finest=cython.bint)
+    cpdef flush(self, TaskSink sink)

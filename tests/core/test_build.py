@@ -1,0 +1,128 @@
+"""The two builds of the core: compiled (Cython) and pure Python, chosen at import.
+
+The README's test command runs the whole suite twice: once as installed (the
+compiled core, ``PURGATORY_EXPECT_COMPILED=1`` makes these tests insist on it)
+and once with ``PURGATORY_NO_EXTENSIONS=1`` (the pure core). The tests here
+check what tells the builds apart and what must not.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+
+import pytest
+
+import purgatory
+from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
+from purgatory.core import build
+from purgatory.testing import ManualClock
+
+EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
+
+
+def test_the_flag_says_which_build_is_loaded() -> None:
+    assert purgatory.compiled is build.COMPILED
+    loaded = {m.__name__: m.__file__ or "" for m in build._CORE}
+    compiled = {name for name, path in loaded.items() if path.endswith(tuple(EXTENSION_SUFFIXES))}
+    assert set(build.COMPILED_MODULES) == compiled
+    assert (len(compiled) == len(loaded)) == build.COMPILED
+    if build.NO_EXTENSIONS:
+        assert not compiled, "PURGATORY_NO_EXTENSIONS set, yet compiled modules loaded"
+    if EXPECT_COMPILED:
+        assert build.COMPILED, f"expected the compiled core; loaded {loaded}"
+
+
+def test_reprs_say_the_build() -> None:
+    word = "compiled" if purgatory.compiled else "pure"
+    assert f"build={word}" in repr(SystemTimer("t", clock=ManualClock()))
+    assert f"build={word}" in repr(DelayedOperationPurgatory("p", reaper_enabled=False))
+
+
+def test_the_environment_variable_forces_the_pure_core() -> None:
+    code = (
+        "import purgatory, purgatory.core.build as b;"
+        "print(purgatory.compiled, sorted({m.__file__.rsplit('.', 1)[-1] for m in b._CORE}))"
+    )
+    env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "['py']"]
+
+
+class Slotted(TimerTask):
+    __slots__ = ("ran",)
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.ran = 0
+
+    def run(self) -> None:
+        self.ran += 1
+
+
+class Plain(TimerTask):
+    def run(self) -> None:
+        self.ran = getattr(self, "ran", 0) + 1
+
+
+class SlottedOp(DelayedOperation[str]):
+    __slots__ = ("ready",)
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.ready = False
+
+    def try_complete(self) -> bool:
+        return self.ready and self.force_complete()
+
+    def on_complete(self) -> str:
+        return "slotted"
+
+    def on_expiration(self) -> None:
+        pass
+
+
+class PlainOp(DelayedOperation[str]):
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> str:
+        self.note = "completed"  # a __dict__ of its own
+        return "plain"
+
+    def on_expiration(self) -> None:
+        self.expired = True
+
+
+@pytest.mark.parametrize("cls", [Slotted, Plain])
+def test_python_subclasses_of_timer_task_run_on_either_build(cls: type[TimerTask]) -> None:
+    clock = ManualClock()
+    timer = SystemTimer("t", clock=clock)
+    task = cls(5)
+    timer.add(task)
+    assert task.is_scheduled and len(timer) == 1
+    clock.advance(5)
+    assert timer.poll() == 1
+    assert task.ran == 1  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        Slotted(1).other = 1  # type: ignore[attr-defined]
+
+
+def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
+    clock = ManualClock()
+    p = DelayedOperationPurgatory[DelayedOperation[str]](
+        "p", timer=SystemTimer("t", clock=clock), reaper_enabled=False
+    )
+    slotted, plain = SlottedOp(10), PlainOp(10)
+    p.try_complete_else_watch(slotted, ["k"])
+    p.try_complete_else_watch(plain, ["k"])
+    slotted.ready = True
+    assert p.check_and_complete("k") == 1 and slotted.result() == "slotted"
+    clock.advance(10)
+    p.timer.poll()
+    assert plain.result() == "plain" and plain.expired and plain.note == "completed"
+    p._check_invariants()
