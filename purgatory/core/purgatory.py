@@ -5,13 +5,21 @@ synchronous core of :class:`purgatory.DelayedOperationPurgatory`, which adds
 Each key (a :class:`~purgatory.TopicPartition`, or any hashable) has a *watcher
 list* of the operations waiting on it. An operation may wait on several keys.
 
-``try_complete_else_watch(op, keys)`` (Kafka's order):
+``try_complete_else_watch(op, keys)``:
 
 1. try to complete it: done if it completes now;
-2. append it to each key's watcher list, stopping early if it completed meanwhile;
-3. count it once in the purge estimate;
-4. try once more; if still pending, add it to the timer, which expires it after
-   ``op.delay_ms`` unless it completes first.
+2. add it to the timer, which expires it after ``op.delay_ms`` unless it
+   completes first (a delay the timer refuses raises here, before anything
+   is watched);
+3. append it to each key's watcher list;
+4. count it once in the purge estimate.
+
+Kafka watches first and then tries a second time, under the operation's lock:
+another thread may make the condition true between its first try and the
+watching, and the second try catches that. Here everything runs on one thread
+and no other code runs between the try and the watching, so a second try
+would only repeat the first: it is left out (one user callback less per
+operation, measured in BENCHMARKS.md).
 
 ``check_and_complete(key)``, called when something happened on ``key``, walks the
 key's list: operations already completed elsewhere are dropped (not counted),
@@ -94,7 +102,7 @@ from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .operation import CompletionListener, Operation
 from .report import collect, raise_collected
-from .timer import MAX_DELAY_MS, Timer, WheelTimer, coerce_delay
+from .timer import Timer, WheelTimer, coerce_delay
 
 try:
     import cython
@@ -206,8 +214,9 @@ class Purgatory(CompletionListener):
         anything changes (ValueError: no keys, an operation already given to a
         purgatory, this one included, or already done; TypeError: an unhashable
         key; the timer's TypeError or ValueError: a delay it would refuse;
-        RuntimeError: closed). A key given twice is watched once.
-        O(len(keys)) + two ``try_complete`` calls.
+        RuntimeError: closed). A key given twice is watched once. Unlike Kafka it
+        tries once, not again after watching: see the module doc.
+        O(len(keys)) + one ``try_complete`` call.
         """
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is closed")
@@ -222,49 +231,38 @@ class Purgatory(CompletionListener):
             hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
         except TypeError as exc:
             raise TypeError(f"keys must be hashable: {exc}") from None
-        if self.timer_enabled:
-            delay = operation.delay_ms
-            if type(delay) is not int or not -MAX_DELAY_MS <= delay <= MAX_DELAY_MS:
-                coerce_delay(delay)  # raises what timer.add would
+        timer_enabled = self.timer_enabled
+        if timer_enabled and type(operation.delay_ms) is not int:
+            coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
                 return True  # counted by force_complete (_operation_completed)
+            if timer_enabled:  # before watching: a delay out of range changes nothing
+                wheel = self._wheel
+                if wheel is not None:
+                    wheel.add(operation)
+                else:
+                    self.timer.add(operation)
+                self._num_delayed += 1
         except BaseException:
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
             raise
         nkeys = operation._nkeys = len(keys)
         operation._keys = keys[0] if nkeys == 1 else keys
-        self._depth += 1
-        try:
-            watchers = self._watchers
-            for key in keys:
-                ops = watchers.get(key)
-                if ops is None:
-                    watchers[key] = {operation: None}
-                elif operation not in ops:
-                    ops[operation] = None
-                else:
-                    continue  # a key given twice
-                self._watched += 1
-            self._estimated += 1
-            try:
-                if operation.try_complete():
-                    return True
-            finally:
-                if not operation._state and self.timer_enabled:
-                    wheel = self._wheel
-                    if wheel is not None:
-                        wheel.add(operation)
-                    else:
-                        self.timer.add(operation)
-                    self._num_delayed += 1
-            return False
-        finally:
-            self._depth -= 1
-            if self._purge_due and not self._depth:
-                self._leave()
+        watchers = self._watchers
+        for key in keys:
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = {operation: None}
+            elif operation not in ops:
+                ops[operation] = None
+            else:
+                continue  # a key given twice
+            self._watched += 1
+        self._estimated += 1
+        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try the operations watched on ``key``; return how many this call completed.

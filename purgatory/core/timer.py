@@ -116,7 +116,10 @@ MAX_DELAY_MS = 2**40
 #: The largest wheel size; with the largest tick, the widest wheel's interval
 #: stays below 2**62.
 MAX_WHEEL_SIZE = 2**16
-_MIN_DELAY_MS = -MAX_DELAY_MS
+# |delay| <= 2**30 - 1 (12.4 days) is the fast path: CPython compares such ints
+# (one 30-bit digit) without a generic call; longer delays go through coerce_delay
+_SHORT_MS = 2**30 - 1
+_MINUS_SHORT_MS = -_SHORT_MS
 
 
 def monotonic_ms() -> int:
@@ -289,8 +292,8 @@ class WheelTimer(TaskSink):
         the finest wheel's interval, O(levels) beyond it.
         """
         delay = task.delay_ms
-        if type(delay) is not int or not _MIN_DELAY_MS <= delay <= MAX_DELAY_MS:
-            delay = coerce_delay(delay)
+        if type(delay) is not int or not _MINUS_SHORT_MS <= delay <= _SHORT_MS:
+            delay = coerce_delay(delay)  # converts, or checks a long delay against the limit
         delay_ms: int = delay  # within MAX_DELAY_MS now: the compiled core's C integer
         expiration_ms = self.now_ms() + delay_ms
         if not self._wheel.add(task, expiration_ms):

@@ -400,3 +400,22 @@ def test_operations_only_ever_cancelled_are_purged(clock: ManualClock) -> None:
     stats = p.statistics()
     assert stats.cancelled == 1000 and stats.purges >= 90
     p._check_invariants()
+
+
+def test_a_delay_beyond_the_limit_changes_nothing(clock: ManualClock) -> None:
+    p = manual_purgatory(clock)
+    op = MockOp(2**40 + 1)
+    with pytest.raises(ValueError, match="delay_ms must be within"):
+        p.try_complete_else_watch(op, ["a", "b"])
+    _nothing_changed(p)
+    op.delay_ms = 5
+    assert not p.try_complete_else_watch(op, ["a", "b"])  # may be given again
+    p._check_invariants()
+
+
+def test_try_complete_runs_once_per_submission(clock: ManualClock) -> None:
+    p = manual_purgatory(clock)
+    op = MockOp(100)
+    assert not p.try_complete_else_watch(op, ["a", "b"])
+    assert op.tries == 1  # one thread: a second try could not see anything new
+    assert p.watched == 2 and p.num_delayed == 1
