@@ -1,7 +1,8 @@
 """The purgatory benchmark (after Confluent's/Kafka's TestPurgatoryPerformance), adapted.
 
 Usage: python benchmarks/purgatory_bench.py [--requests N] [--mix low|high|both]
-           [--pending 100000] [--impl purgatory|naive|driver|both] [--repeat 3]
+           [--pending 100000] [--impl purgatory|pure|naive|driver|all] [--repeat 3]
+           [--pin CPU] [--peer NAME=COMMAND ...]
 
 Workload, as in Kafka's benchmark: requests arrive as fast as the loop accepts
 them (the sustained enqueue rate is the result), each with a 200 ms timeout,
@@ -16,11 +17,20 @@ clock starts, so the rate measures the implementations, not ``random``.
 Each implementation runs in its own process (so peak memory is its own), on
 uvloop:
 
-* ``purgatory``: DelayedOperationPurgatory (nobody awaits: no futures);
+* ``purgatory``: DelayedOperationPurgatory (nobody awaits: no futures), the core
+  as installed (compiled when it could be built: see ``purgatory.compiled``);
+* ``pure``: the same with ``PURGATORY_NO_EXTENSIONS=1``, the pure-Python core;
 * ``naive``: what an asyncio user would otherwise write: one future and one
   ``loop.call_later`` per request, and a dict of per-key waiter sets;
 * ``driver``: the benchmark's own work alone (reading the draws, the completion
   heap, the loop), what the other two rates include and cannot go faster than.
+
+``--peer NAME=COMMAND`` adds an implementation that is not Python: COMMAND is
+run with ``--mix M --pending N --requests R --seed S`` appended and must print
+the same JSON line as a child here (for example a harness running Apache
+Kafka's own Java DelayedOperationPurgatory under this workload; none is
+shipped). Every implementation and peer runs in turn within each round.
+``--pin CPU`` pins each Python child to one CPU (a peer pins itself).
 
 ``--pending N`` first fills the implementation with N requests that wait 10
 minutes (never completed during the run), to measure at that many pending.
@@ -39,9 +49,11 @@ import gc
 import heapq
 import json
 import math
+import os
 import platform
 import random
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -247,22 +259,61 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
 
 
 def child(args: argparse.Namespace) -> None:
-    result = uvloop.run(run(args.impl, args.mix, args.requests, args.pending, args.seed))
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
+    import purgatory
+
+    impl = "purgatory" if args.impl == "pure" else args.impl
+    result = uvloop.run(run(impl, args.mix, args.requests, args.pending, args.seed))
+    result["impl"] = args.impl
+    result["compiled"] = purgatory.compiled
     print(json.dumps(result))
+
+
+def run_one(impl: str, args: argparse.Namespace, mix: str, peers: dict[str, str]) -> dict[str, Any]:
+    """One run of ``impl`` (or of a peer) in its own process; its JSON result."""
+    env = dict(os.environ)
+    if impl in peers:
+        cmd = shlex.split(peers[impl])
+        cmd += ["--mix", mix, "--pending", str(args.pending), "--requests", str(args.requests)]
+        cmd += ["--seed", str(args.seed)]
+    else:
+        cmd = [sys.executable, __file__, "--child", "--impl", impl, "--mix", mix]
+        cmd += ["--requests", str(args.requests), "--pending", str(args.pending)]
+        cmd += ["--seed", str(args.seed)]
+        if args.pin is not None:
+            cmd += ["--pin", str(args.pin)]
+        if impl == "pure":
+            env["PURGATORY_NO_EXTENSIONS"] = "1"
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result["impl"] = impl
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--mix", default="both", choices=["low", "high", "both"])
-    parser.add_argument("--impl", default="both", choices=["purgatory", "naive", "driver", "both"])
+    parser.add_argument(
+        "--impl", default="all", choices=["purgatory", "pure", "naive", "driver", "all"]
+    )
     parser.add_argument("--pending", type=int, default=0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per implementation; the median is shown"
     )
+    parser.add_argument("--pin", type=int, default=None, help="pin each Python child to this CPU")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="an outside implementation printing a child's JSON line (run in every round)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    peers = dict(p.split("=", 1) for p in args.peer)
     if args.child:
         child(args)
         return
@@ -273,16 +324,13 @@ def main() -> None:
         f" {'peak MiB':>9} {'B/pending':>9}"
     )
     mixes = ["low", "high"] if args.mix == "both" else [args.mix]
-    impls = ["purgatory", "naive", "driver"] if args.impl == "both" else [args.impl]
+    impls = ["purgatory", "pure", "naive", "driver"] if args.impl == "all" else [args.impl]
+    impls += list(peers)
     for mix in mixes:
         runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
         for _ in range(args.repeat):  # interleaved, so machine noise spreads over all
             for impl in impls:
-                cmd = [sys.executable, __file__, "--child", "--impl", impl, "--mix", mix]
-                cmd += ["--requests", str(args.requests), "--pending", str(args.pending)]
-                cmd += ["--seed", str(args.seed)]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                runs[impl].append(json.loads(out.strip().splitlines()[-1]))
+                runs[impl].append(run_one(impl, args, mix, peers))
         for impl in impls:
             r = sorted(runs[impl], key=lambda run: run["enqueue_per_s"])[len(runs[impl]) // 2]
             late = "/".join(f"{x:.0f}" for x in r["lateness_ms"])
@@ -293,16 +341,18 @@ def main() -> None:
                 f" {r['peak_rss_mib']:>9.0f} {r['bytes_per_pending']:>9.0f}",
                 flush=True,
             )
-        if "purgatory" in runs and "naive" in runs:
-            pairs = [
-                a["enqueue_per_s"] / b["enqueue_per_s"]
-                for a, b in zip(runs["purgatory"], runs["naive"], strict=True)
-            ]
-            print(
-                f"{mix} mix: purgatory/naive throughput, median {statistics.median(pairs):.2f}x"
-                f" (runs: {', '.join(f'{x:.2f}x' for x in pairs)})",
-                flush=True,
-            )
+        if "purgatory" in runs:
+            for other in (impl for impl in impls if impl not in ("purgatory", "driver")):
+                rounds = list(zip(runs["purgatory"], runs[other], strict=True))
+                speed = [a["enqueue_per_s"] / b["enqueue_per_s"] for a, b in rounds]
+                cpu = [a["cpu_us_per_request"] / b["cpu_us_per_request"] for a, b in rounds]
+                print(
+                    f"{mix} mix: purgatory/{other} throughput median"
+                    f" {statistics.median(speed):.2f}x"
+                    f" ({', '.join(f'{x:.2f}x' for x in speed)}); CPU per request median"
+                    f" {statistics.median(cpu):.2f}x ({', '.join(f'{x:.2f}x' for x in cpu)})",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

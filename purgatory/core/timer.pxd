@@ -9,6 +9,10 @@ from .timing_wheel cimport TimingWheel
 
 cpdef long long monotonic_ms() except? -1
 
+# the fast path's bounds on a delay, as C integers (compared in C)
+cdef long long _SHORT_MS
+cdef long long _MINUS_SHORT_MS
+
 
 cdef class WheelTimer(TaskSink):
     cdef public object _clock

@@ -292,9 +292,16 @@ class WheelTimer(TaskSink):
         the finest wheel's interval, O(levels) beyond it.
         """
         delay = task.delay_ms
-        if type(delay) is not int or not _MINUS_SHORT_MS <= delay <= _SHORT_MS:
-            delay = coerce_delay(delay)  # converts, or checks a long delay against the limit
-        delay_ms: int = delay  # within MAX_DELAY_MS now: the compiled core's C integer
+        delay_ms: int
+        if type(delay) is int:
+            try:
+                delay_ms = delay  # the compiled core's C integer: past 64 bits, OverflowError
+            except OverflowError:
+                delay_ms = coerce_delay(delay)  # raises the ValueError both builds raise
+            if not _MINUS_SHORT_MS <= delay_ms <= _SHORT_MS:
+                delay_ms = coerce_delay(delay)  # a long delay, checked against the limit
+        else:
+            delay_ms = coerce_delay(delay)
         expiration_ms = self.now_ms() + delay_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
