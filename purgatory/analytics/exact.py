@@ -6,10 +6,12 @@ into memory, so it is bounded by one machine's RAM, and computes:
 
 * the impossible-row counts with the same reasons as :mod:`._trace`;
 * every figure of :mod:`._figures` with the same columns, except that
-  percentiles are exact: the value of 1-based rank ``ceil(q * n)`` in the
-  sorted group (the "inverted CDF" definition, which ``percentile_approx``
-  approximates). Percentiles come from one sort per figure: values are sorted
-  by (group, value) and each group's ranks are read by index, O(n log n).
+  percentiles are exact: the value of 1-based rank ``max(1, ceil(q * n))`` in
+  the sorted group (the "inverted CDF" definition, which ``percentile_approx``
+  approximates), the rank :func:`purgatory.core.quantile_rank` gives.
+  Percentiles come from one sort per figure: values are sorted by (group,
+  value), each group's rank is computed once per quantile by that function
+  (O(groups) calls, not O(rows)) and read by index, O(n log n) in all.
 
 Memory: about 60 bytes per operation plus 40 per (operation, key) pair, with
 the key strings dictionary-encoded.
@@ -27,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from purgatory.broker.trace import OUTCOMES, TRACE_COLUMNS
+from purgatory.core import quantile_rank
 
 from ._figures import ERROR_NAMES, LATENCY_EDGES_MS, LATENESS_EDGES_MS
 from ._trace import REASONS, RowCheck
@@ -106,7 +109,8 @@ def check_rows(table: pa.Table) -> tuple[pa.Table, RowCheck]:
 def group_quantiles(
     frame: pd.DataFrame, keys: list[str], column: str, qs: dict[str, float], prefix: str
 ) -> pd.DataFrame:
-    """Exact quantiles (rank ``ceil(q n)``) of ``column`` per group, nulls skipped.
+    """Exact quantiles (:func:`purgatory.core.quantile_rank`) of ``column`` per
+    group, nulls skipped.
 
     One stable sort by (keys, value), then an index per group and quantile.
     O(n log n) time, O(n) memory.
@@ -118,8 +122,9 @@ def group_quantiles(
     starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
     values = sub[column].to_numpy()
     out = pd.DataFrame(index=sizes.index)
+    sizes_list = n.tolist()
     for name, q in qs.items():
-        rank = np.maximum(np.ceil(np.round(q * n, 9)).astype(np.int64), 1)
+        rank = np.array([quantile_rank(q, size) for size in sizes_list], dtype=np.int64)
         out[f"{prefix}_{name}_ms"] = values[starts + rank - 1].astype(np.int64)
     out[f"{prefix}_max_ms"] = values[starts + n - 1].astype(np.int64)
     return out

@@ -77,6 +77,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TimerTask, TopicPartition
+from ..core import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 from ._delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -148,10 +149,10 @@ class Broker:
         data_dir: str | Path,
         *,
         clock: Clock | None = None,
-        tick_ms: int = 1,
-        wheel_size: int = 20,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
         reaper_enabled: bool = True,
-        purge_interval: int = 1000,
+        purge_interval: int = DEFAULT_PURGE_INTERVAL,
         recorder: TraceRecorder | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         flush_messages: int | None = None,

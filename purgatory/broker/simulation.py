@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import TopicPartition
+from ..core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
 from ._broker import Broker
 from ._delayed import DelayedProduce, FetchPartitionStatus
 from ._log import PartitionLog
@@ -106,8 +107,8 @@ class SimulationConfig:
     stall_ms: int = 3000
     leader_change_at: float = 0.7  # fraction of the run; negative disables it
     leader_change_ms: int = 500
-    tick_ms: int = 1
-    wheel_size: int = 20
+    tick_ms: int = DEFAULT_TICK_MS
+    wheel_size: int = DEFAULT_WHEEL_SIZE
     flush_messages: int | None = None  # Kafka's flush.messages; None: never
     flush_ms: int | None = None  # Kafka's flush.ms; None: never
     use_uvloop: bool = True
@@ -196,13 +197,6 @@ SUMMARY_KEYS = (
     "trace_rows",
     "trace_path",
 )
-
-
-def _quantile(sorted_values: list[int], q: float) -> int:
-    if not sorted_values:
-        return 0
-    rank = max(0, min(len(sorted_values) - 1, int(q * len(sorted_values) + 0.999999) - 1))
-    return sorted_values[rank]
 
 
 def next_offset(records: bytes) -> int | None:
@@ -450,8 +444,8 @@ class _Simulation:
             summary[f"{name}_completed"] = stats.completed_early
             summary[f"{name}_expired"] = stats.expired
             summary[f"{name}_cancelled"] = stats.cancelled
-            summary[f"{name}_latency_p50_ms"] = _quantile(values, 0.5)
-            summary[f"{name}_latency_p99_ms"] = _quantile(values, 0.99)
+            summary[f"{name}_latency_p50_ms"] = exact_quantile(values, 0.5) if values else 0
+            summary[f"{name}_latency_p99_ms"] = exact_quantile(values, 0.99) if values else 0
             summary[f"{name}_latency_max_ms"] = values[-1] if values else 0
             summary[f"{name}_lateness_p50_ms"] = stats.lateness_p50_ms
             summary[f"{name}_lateness_p99_ms"] = stats.lateness_p99_ms

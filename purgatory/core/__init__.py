@@ -5,6 +5,10 @@ Nothing here imports an event loop (asyncio, trio) or anything of
 :mod:`purgatory.aio`; a test checks that. The core never sleeps and never awaits:
 whoever owns a timer drives it by calling ``poll`` (the async shell's reaper does
 that when the next bucket expires). It is the unit a compiler can take whole.
+
+The defaults (``DEFAULT_TICK_MS``, ``DEFAULT_WHEEL_SIZE``, ``DEFAULT_PURGE_INTERVAL``)
+and the one exact-quantile rule (:mod:`.quantile`) are exported for the layers
+above, so they never restate them.
 """
 
 from .clock import Clock
@@ -13,11 +17,15 @@ from .histogram import Histogram
 from .idle import IdleTracker
 from .keys import TopicPartition
 from .operation import Operation, Waiter
-from .purgatory import Purgatory, PurgatoryStatistics
-from .timer import Timer, WheelTimer
+from .purgatory import DEFAULT_PURGE_INTERVAL, Purgatory, PurgatoryStatistics
+from .quantile import exact_quantile, quantile_rank
+from .timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, Timer, WheelTimer
 from .timer_list import TimerTask
 
 __all__ = [
+    "DEFAULT_PURGE_INTERVAL",
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
     "Clock",
     "Histogram",
     "IdleTracker",
@@ -31,4 +39,6 @@ __all__ = [
     "TopicPartition",
     "Waiter",
     "WheelTimer",
+    "exact_quantile",
+    "quantile_rank",
 ]
