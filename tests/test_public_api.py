@@ -18,6 +18,7 @@ PACKAGES = [
     "purgatory.core",
     "purgatory.aio",
     "purgatory.broker",
+    "purgatory.broker.storage",
     "purgatory.analytics",
 ]
 

@@ -64,6 +64,7 @@ from typing import Any, Generic, TypeVar
 from purgatory import SystemTimer, TopicPartition
 from purgatory.broker import (
     Broker,
+    CorruptRecordError,
     DelayedProduce,
     ErrorCode,
     FetchPartitionData,
@@ -73,7 +74,6 @@ from purgatory.broker import (
     RecordBatchHeader,
     validate_batch,
 )
-from purgatory.broker.records import CorruptRecordError
 
 from . import _codec as codec
 from ._config import WireConfig

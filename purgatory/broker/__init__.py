@@ -13,23 +13,6 @@ from ._delayed import (
     TraceRecorder,
     TraceRow,
 )
-from ._log import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    LogRecovery,
-    OffsetOutOfRangeError,
-    PartitionLog,
-    RecordBatchTooLargeError,
-)
-from ._offset_index import (
-    CorruptIndexError,
-    IndexFullError,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetIndexError,
-    OffsetPosition,
-)
-from ._open_files import OpenFiles
 from ._replication import (
     LEADER_ID,
     AppendResult,
@@ -40,9 +23,25 @@ from ._replication import (
     NotLeaderError,
     ReplicaState,
 )
-from ._segment import LogSegment
 from ._trace_writer import TraceWriter
-from .records import (
+from .storage.log import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    LogRecovery,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordBatchTooLargeError,
+)
+from .storage.offset_index import (
+    CorruptIndexError,
+    IndexFullError,
+    InvalidOffsetError,
+    OffsetIndex,
+    OffsetIndexError,
+    OffsetPosition,
+)
+from .storage.open_files import OpenFiles
+from .storage.records import (
     CorruptRecordError,
     DecodedRecord,
     Record,
@@ -55,6 +54,7 @@ from .records import (
     validate_batch,
     with_base_offset,
 )
+from .storage.segment import LogSegment
 
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",

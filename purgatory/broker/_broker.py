@@ -35,7 +35,7 @@ leadership lost                    check                check
 =================================  ===================  ======================
 
 Damaged logs. Every batch a fetch returns has passed its header checks and its
-CRC-32C on the way out (:meth:`._segment.LogSegment.read`), so a batch damaged
+CRC-32C on the way out (:meth:`.storage.segment.LogSegment.read`), so a batch damaged
 on disk, in a rolled segment or the active one, is never served: a fetch whose
 first batch to return is bad answers CORRUPT_MESSAGE (2) for that partition, an
 I/O error answers KAFKA_STORAGE_ERROR (56) (an append whose write or policy
@@ -51,10 +51,10 @@ leader alone (acks=-1 produces get NOT_ENOUGH_REPLICAS if that is below
 File descriptors: each partition keeps its active segment's log open; rolled
 segments' logs and the index maps (a CPython map holds a descriptor) of all
 partitions share ``open_files``, an LRU of at most ``max_open_files`` (see
-:mod:`._open_files`). So N partitions cost N descriptors plus that bound.
+:mod:`.storage.open_files`). So N partitions cost N descriptors plus that bound.
 
 Flush policy (``flush_messages``, ``flush_ms``; default off, as in Kafka): each
-partition log applies it (see :mod:`._log`); ``flush_messages`` acts inside
+partition log applies it (see :mod:`.storage.log`); ``flush_messages`` acts inside
 the append. For ``flush_ms`` the broker keeps one timer task per partition on
 the produce purgatory's timer, armed when an append leaves the log unflushed,
 due at the log's ``flush_due_ms``: one timer operation per flush period per
@@ -87,10 +87,10 @@ from ._delayed import (
     TraceRecorder,
     TraceRow,
 )
-from ._log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
-from ._open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
-from .records import BytesLike, CorruptRecordError
+from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
+from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
+from .storage.records import BytesLike, CorruptRecordError
 
 __all__ = ["Broker", "BrokerCounters"]
 

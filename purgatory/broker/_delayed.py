@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from .. import DelayedOperation, TopicPartition
-from ._log import OffsetOutOfRangeError
 from ._replication import ErrorCode, LeaderPartition
-from .records import CorruptRecordError
+from .storage.log import OffsetOutOfRangeError
+from .storage.records import CorruptRecordError
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Replication state of one leader partition: follower offsets, the ISR, the high watermark.
 
-A :class:`LeaderPartition` owns the leader's :class:`~._log.PartitionLog` and
+A :class:`LeaderPartition` owns the leader's :class:`~.storage.log.PartitionLog` and
 tracks, per follower, what Kafka's leader tracks: the follower's log end offset
 (LEO, which is the offset it asks for in its next fetch) and the last time it was
 caught up. It is a plain synchronous class; the broker calls it and the
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from .. import TopicPartition
-from ._log import PartitionLog
-from .records import BytesLike
+from .storage.log import PartitionLog
+from .storage.records import BytesLike
 
 __all__ = [
     "LEADER_ID",

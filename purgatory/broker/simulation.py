@@ -55,10 +55,10 @@ from .. import TopicPartition
 from ..core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
 from ._broker import Broker
 from ._delayed import DelayedProduce, FetchPartitionStatus
-from ._log import PartitionLog
 from ._replication import ErrorCode
 from ._trace_writer import TraceWriter
-from .records import (
+from .storage.log import PartitionLog
+from .storage.records import (
     CorruptRecordError,
     RecordBatchHeader,
     build_batch,

@@ -13,7 +13,7 @@ from purgatory.broker._broker import Broker
 from purgatory.broker._delayed import FetchPartitionStatus, ProducePartitionResponse
 from purgatory.broker._replication import ErrorCode
 from purgatory.broker._trace_writer import TraceWriter
-from purgatory.broker.records import build_batch, iter_batches, iter_records
+from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory.broker.trace import trace_schema
 from purgatory.testing import ManualClock
 

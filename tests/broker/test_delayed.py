@@ -17,10 +17,10 @@ from purgatory.broker._delayed import (
     ProducePartitionStatus,
     TraceRow,
 )
-from purgatory.broker._log import PartitionLog
 from purgatory.broker._replication import ErrorCode, LeaderPartition
 from purgatory.broker._trace_writer import TraceWriter
-from purgatory.broker.records import build_batch
+from purgatory.broker.storage.log import PartitionLog
+from purgatory.broker.storage.records import build_batch
 from purgatory.testing import ManualClock
 
 A = TopicPartition("t", 0)

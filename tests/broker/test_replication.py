@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from purgatory import TopicPartition
-from purgatory.broker._log import PartitionLog
 from purgatory.broker._replication import (
     LEADER_ID,
     ErrorCode,
@@ -17,7 +16,8 @@ from purgatory.broker._replication import (
     NotEnoughReplicasError,
     NotLeaderError,
 )
-from purgatory.broker.records import build_batch
+from purgatory.broker.storage.log import PartitionLog
+from purgatory.broker.storage.records import build_batch
 
 TP = TopicPartition("t", 0)
 MakePartition = Callable[..., LeaderPartition]

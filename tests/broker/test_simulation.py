@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from purgatory.broker._log import PartitionLog
 from purgatory.broker.simulation import (
     SUMMARY_KEYS,
     SimulationConfig,
@@ -21,6 +20,7 @@ from purgatory.broker.simulation import (
     run,
     run_async,
 )
+from purgatory.broker.storage.log import PartitionLog
 from purgatory.broker.trace import trace_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
 
 
 def test_next_offset() -> None:
-    from purgatory.broker.records import build_batch, with_base_offset
+    from purgatory.broker.storage.records import build_batch, with_base_offset
 
     two = with_base_offset(build_batch([b"a", b"b"]), 5) + with_base_offset(build_batch([b"c"]), 7)
     assert next_offset(two) == 8

@@ -5,7 +5,7 @@ offset on (it covers ``last_offset_delta + 1`` of them) by rewriting only its
 base offset (and, if asked, its leader epoch), which the batch CRC does not
 cover, so the producer's CRC stays valid. Batches are stored byte for byte.
 
-Segments are files named by their base offset (see :mod:`._segment`). Only the
+Segments are files named by their base offset (see :mod:`.segment`). Only the
 last segment takes appends; the log *rolls* to a new segment, based at the log
 end offset, before an append that would not fit: when the segment would exceed
 ``segment_bytes``, its index is full, or the batch's last offset would not fit
@@ -35,7 +35,7 @@ Example, three batches of 3, 1 and 2 records, 100 bytes each::
     truncate_to(5)               -> drops [4..5] (it straddles 5); log end 4
 
 Reopening a directory recovers what a crash can leave (see
-:meth:`._segment.LogSegment.open`): a torn last batch is cut, index entries past
+:meth:`.segment.LogSegment.open`): a torn last batch is cut, index entries past
 the log end are dropped, an index that fails its check is rebuilt from the log.
 What was done is in :attr:`PartitionLog.recovery`. Dropping data is never
 silent: a cut logs a WARNING on the ``purgatory.broker`` logger naming the
@@ -45,7 +45,7 @@ index repairs (which drop no data) are logged at INFO.
 Durability and the flush policy
 -------------------------------
 Every append is in the segment file when ``append`` returns (written through,
-see :mod:`._segment`), so the OS holds it: the broker *process* may die at any
+see :mod:`.segment`), so the OS holds it: the broker *process* may die at any
 moment without losing an acknowledged record. Reaching the disk, which is what
 survives the *machine* dying, takes an ``fsync``; when is Kafka's flush policy,
 off by default (replication is Kafka's durability mechanism):
@@ -77,11 +77,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import Clock, LoopClock
-from ._offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
-from ._open_files import OpenFiles
-from ._segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+from purgatory import Clock, LoopClock
+
+from .offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
+from .open_files import OpenFiles
 from .records import BytesLike, validate_batch, with_base_offset
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
 
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",
@@ -99,7 +100,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 
 log = logging.getLogger("purgatory.broker")
 
-#: The capacity of a log's own :class:`~._open_files.OpenFiles` (when none is given).
+#: The capacity of a log's own :class:`~.open_files.OpenFiles` (when none is given).
 OWN_MAX_OPEN_FILES = 4
 
 _INT32_MAX = 2**31 - 1
@@ -139,7 +140,7 @@ class PartitionLog:
     Opening is O(size of the last segment) plus O(index interval) per older
     segment. It keeps one file descriptor open for good (the last segment's log);
     rolled segments' logs and every index map are opened on use and registered in
-    ``open_files`` (an :class:`~._open_files.OpenFiles`, by default the log's
+    ``open_files`` (an :class:`~.open_files.OpenFiles`, by default the log's
     own), which bounds them. Not thread-safe; no asyncio.
     """
 
@@ -381,7 +382,7 @@ class PartitionLog:
         (:func:`~.records.validate_batch`, raising ``CorruptRecordError``); a
         batch larger than ``segment_bytes`` raises
         :class:`RecordBatchTooLargeError`. The batch is in the segment file when
-        this returns (written through, see :mod:`._segment`). O(len(batch)).
+        this returns (written through, see :mod:`.segment`). O(len(batch)).
         """
         self._require_open()
         header = validate_batch(batch, check_crc=check_crc)

@@ -11,7 +11,7 @@ of 8) and memory-mapped; :meth:`OffsetIndex.close` trims it to ``entries * 8``
 bytes. Descriptors: the file is opened only to size and map it, then closed;
 but CPython's map keeps a ``dup`` of the descriptor while it lives (until
 Python 3.13's ``trackfd=False``), so a map *is* an open file. Given an
-:class:`~._open_files.OpenFiles`, the index registers its map there on every
+:class:`~.open_files.OpenFiles`, the index registers its map there on every
 use, and when that set evicts it the map is closed and made again on the next
 use (open, map, close: the file's pages stay in the OS page cache meanwhile, and
 :meth:`OffsetIndex.flush` of an unmapped index calls ``fsync`` on the file). Without one
@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ._open_files import OpenFiles
+from .open_files import OpenFiles
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE_BYTES",
@@ -236,7 +236,7 @@ class OffsetIndex:
         """The map, made again if it was closed to save its descriptor. O(1).
 
         Do not hold it across anything that may map another index of the same
-        :class:`~._open_files.OpenFiles` (this one may be closed then).
+        :class:`~.open_files.OpenFiles` (this one may be closed then).
         """
         view = self._mmap
         if view is None:

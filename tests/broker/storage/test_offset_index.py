@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from purgatory.broker._offset_index import (
+from purgatory.broker.storage.offset_index import (
     ENTRY_BYTES,
     PAGE_BYTES,
     CorruptIndexError,
@@ -24,7 +24,7 @@ from purgatory.broker._offset_index import (
     OffsetIndex,
     OffsetPosition,
 )
-from purgatory.broker._open_files import OpenFiles
+from purgatory.broker.storage.open_files import OpenFiles
 
 BASE = 45
 SLOTS = 30

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from purgatory.broker._log import (
+from purgatory.broker.storage.log import (
     LogRecovery,
     OffsetOutOfRangeError,
     PartitionLog,
     RecordBatchTooLargeError,
 )
-from purgatory.broker._offset_index import ENTRY_BYTES
-from purgatory.broker._open_files import OpenFiles
-from purgatory.broker.records import (
+from purgatory.broker.storage.offset_index import ENTRY_BYTES
+from purgatory.broker.storage.open_files import OpenFiles
+from purgatory.broker.storage.records import (
     CorruptRecordError,
     Record,
     RecordBatchHeader,

@@ -3,7 +3,7 @@
 A segment is named by its base offset, the offset of its first batch, as two
 files: ``00000000000000000000.log`` (the batches, back to back, exactly as
 received except for their base offset and leader epoch) and
-``00000000000000000000.index`` (an :class:`~._offset_index.OffsetIndex`).
+``00000000000000000000.index`` (an :class:`~.offset_index.OffsetIndex`).
 
 Write-through: each append hands its batch to the OS with one ``pwrite`` at
 the segment's end before it returns, so once a produce is answered its batch is
@@ -11,7 +11,7 @@ in the file (the OS page cache): a broker *process* that dies, even by SIGKILL,
 loses nothing it acknowledged. There is no in-process write buffer: an append is
 one batch, so a buffer would only delay that one ``pwrite``, never merge two of
 them, without holding back the acknowledgement. Reaching the disk is a separate
-step, ``fsync``, which the log's flush policy decides (:mod:`._log`). If the
+step, ``fsync``, which the log's flush policy decides (:mod:`.log`). If the
 ``pwrite`` fails (ENOSPC, EIO) the bytes it may have written are cut again and
 the error goes to the caller: the segment is as it was.
 
@@ -49,7 +49,7 @@ pure Python is far slower); see BENCHMARKS.md.
 File descriptors: only the active (last) segment of a log keeps its log file
 open for good. A rolled segment's log file is opened when it is read, and every
 index's map when it is used; both are registered in an
-:class:`~._open_files.OpenFiles`, a bounded LRU shared by the logs that use it
+:class:`~.open_files.OpenFiles`, a bounded LRU shared by the logs that use it
 (the broker shares one among all its partitions), which closes the least
 recently used when one too many is open. So an idle partition costs one
 descriptor, and everything else together at most the set's capacity, however
@@ -76,8 +76,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._offset_index import CorruptIndexError, OffsetIndex
-from ._open_files import OpenFiles
+from .offset_index import CorruptIndexError, OffsetIndex
+from .open_files import OpenFiles
 from .records import (
     CRC_START,
     HEADER_BYTES,

@@ -10,7 +10,7 @@ import pytest
 
 from purgatory import TopicPartition
 from purgatory.broker import Broker, PartitionLog, build_batch, iter_batches, iter_records
-from purgatory.broker._open_files import OpenFiles
+from purgatory.broker.storage.open_files import OpenFiles
 from purgatory.testing import ManualClock
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from purgatory.broker import records
-from purgatory.broker.records import (
+from purgatory.broker.storage import records
+from purgatory.broker.storage.records import (
     HEADER_BYTES,
     CompressionType,
     CorruptRecordError,
