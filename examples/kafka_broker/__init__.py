@@ -28,7 +28,7 @@ Modules, one job each:
 from ._codec import SUPPORTED_APIS, ApiSpec
 from ._config import DEFAULT_PORT, WireConfig
 from ._connection import WireStats
-from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler, WireError
+from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler
 from ._idempotence import ProducerIdAllocator, ProducerStateTable
 from ._replicas import FollowerReplicas, HighWatermarkHook
 from ._server import KafkaWireBroker
@@ -48,6 +48,5 @@ __all__ = [
     "ProducerStateTable",
     "RequestHandler",
     "WireConfig",
-    "WireError",
     "WireStats",
 ]

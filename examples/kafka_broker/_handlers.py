@@ -86,7 +86,7 @@ from ._idempotence import (
 from ._replicas import FollowerReplicas
 from ._shortage import OUT_OF_DESCRIPTORS, Shortage
 
-__all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler", "WireError"]
+__all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +94,6 @@ T = TypeVar("T")
 
 #: Kafka's legal topic names (also safe as directory names: "." and ".." are refused).
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-class WireError:
-    """Error codes the wire layer adds to :class:`purgatory.broker.ErrorCode`."""
-
-    CORRUPT_MESSAGE = 2
-    LEADER_NOT_AVAILABLE = 5
-    COORDINATOR_NOT_AVAILABLE = 15
-    INVALID_TOPIC_EXCEPTION = 17
-    INVALID_REQUIRED_ACKS = 21
-    UNSUPPORTED_VERSION = 35
-    INVALID_REQUEST = 42
-    INVALID_RECORD = 87
 
 
 class CloseConnection(Exception):
@@ -219,7 +206,7 @@ class RequestHandler:
         if known is not None:
             return known
         if TOPIC_NAME.fullmatch(name) is None or name in (".", ".."):
-            return WireError.INVALID_TOPIC_EXCEPTION
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
         cfg = self.config
         broker = self.broker
         missing = [
@@ -236,7 +223,7 @@ class RequestHandler:
             )
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self._creatable <= 0:
-            return WireError.LEADER_NOT_AVAILABLE  # created by a later request
+            return ErrorCode.LEADER_NOT_AVAILABLE  # created by a later request
         self._creatable -= len(missing)
         followers = range(1, cfg.followers + 1)
         for tp in missing:
@@ -344,7 +331,7 @@ class RequestHandler:
         response = codec.FindCoordinatorResponse(
             version=req.api_version,
             throttle_time_ms=0,
-            error_code=WireError.COORDINATOR_NOT_AVAILABLE,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
             error_message="this example broker has no group or transaction coordinator",
             node_id=-1,
             host="",
@@ -356,9 +343,9 @@ class RequestHandler:
         body = req.body
         if body.transactional_id is not None:
             # transactions need a transaction coordinator, which this broker does not have
-            error, pid, epoch = WireError.COORDINATOR_NOT_AVAILABLE, -1, -1
+            error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
         else:
-            error = 0
+            error = ErrorCode.NONE
             pid, epoch = self.producer_ids.init_producer_id(body.producer_id, body.producer_epoch)
         response = codec.InitProducerIdResponse(
             version=req.api_version,
@@ -386,7 +373,7 @@ class RequestHandler:
                 elif p.timestamp == -1:  # latest: the high watermark (= LSO, no transactions)
                     offset, epoch = partition.high_watermark, partition.leader_epoch
                 else:  # lookups by time are not implemented
-                    error = WireError.INVALID_REQUEST
+                    error = ErrorCode.INVALID_REQUEST
                 parts.append(
                     lr.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
@@ -414,15 +401,15 @@ class RequestHandler:
             name = topic.name
             indexes = [pd.index for pd in topic.partition_data]
             order.append((name, indexes))
-            entry = self.topic(name) if isinstance(name, str) else WireError.INVALID_TOPIC_EXCEPTION
+            entry = self.topic(name) if isinstance(name, str) else ErrorCode.INVALID_TOPIC_EXCEPTION
             for pd in topic.partition_data:
                 tp = TopicPartition(name, pd.index)
                 if tp in answered or tp in entries:
-                    answered[tp] = _produce_error(WireError.INVALID_REQUEST)
+                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUEST)
                     entries.pop(tp, None)
                     continue
                 if acks not in (-1, 0, 1):
-                    answered[tp] = _produce_error(WireError.INVALID_REQUIRED_ACKS)
+                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
                 if isinstance(entry, int):
                     answered[tp] = _produce_error(entry)
@@ -633,24 +620,24 @@ def check_produce_batch(records: bytes | None) -> RecordBatchHeader | int:  # no
     """The batch's header if ``records`` is exactly one valid magic-2 batch, else the
     error code: INVALID_RECORD (87) or CORRUPT_MESSAGE (2). O(len(records)) (the CRC)."""
     if records is None or len(records) < _HEADER_MAGIC_AT + 1:
-        return WireError.INVALID_RECORD if not records else WireError.CORRUPT_MESSAGE
+        return ErrorCode.INVALID_RECORD if not records else ErrorCode.CORRUPT_MESSAGE
     if records[_HEADER_MAGIC_AT] != 2:
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     try:
         header = RecordBatchHeader.parse(records)
     except CorruptRecordError:
-        return WireError.CORRUPT_MESSAGE
+        return ErrorCode.CORRUPT_MESSAGE
     if header.size_bytes < len(records):  # more than one batch (or trailing bytes)
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     try:
         validate_batch(records, check_crc=True)
     except CorruptRecordError:
-        return WireError.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
+        return ErrorCode.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
     if (
         header.records_count != header.last_offset_delta + 1
         or header.attributes & _RECORD_BITS_TRANSACTIONAL_OR_CONTROL
     ):
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     return header
 
 

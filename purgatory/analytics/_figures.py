@@ -15,7 +15,8 @@ per operation. Definitions, shared by the reference implementation in
   documented relative error ``1 / A``), and it is always a value of the data;
 * ``bytes``: the sum of ``bytes``; per key, an operation's bytes count for each
   key it watches (a trace has no per-key split);
-* ``error_codes``: counts of (operation, key) results per Kafka error code;
+* ``error_codes``: counts of (operation, key) results per Kafka error code,
+  named by :data:`purgatory.broker.errors.ERROR_NAMES` (``other`` if unknown);
 * histograms: counts per bucket ``[lo_ms, hi_ms)`` of fixed, roughly
   logarithmic edges (1-1.2-1.5-2-2.5-3-4-5-6-8 per decade), computed in Spark by
   a balanced CASE tree: O(log buckets) comparisons per row, exact on integers.
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ACCURACY",
-    "ERROR_NAMES",
     "LATENCY_EDGES_MS",
     "LATENESS_EDGES_MS",
     "by_kind",
@@ -68,18 +68,6 @@ LATENESS_EDGES_MS: tuple[int, ...] = (
     *(-e for e in reversed(LATENCY_EDGES_MS[1:])),
     *LATENCY_EDGES_MS,
 )
-
-#: names of the Kafka error codes a purgatory answers with
-ERROR_NAMES: dict[int, str] = {
-    0: "NONE",
-    1: "OFFSET_OUT_OF_RANGE",
-    3: "UNKNOWN_TOPIC_OR_PARTITION",
-    6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT",
-    19: "NOT_ENOUGH_REPLICAS",
-    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-    -1: "UNKNOWN_SERVER_ERROR",
-}
 
 
 def prepare(valid: DataFrame) -> DataFrame:
@@ -218,6 +206,8 @@ def windows(prepared: DataFrame, window_ms: int, accuracy: int = DEFAULT_ACCURAC
 def error_codes(prepared: DataFrame) -> DataFrame:
     """Per (purgatory, kind, error_code): (operation, key) results with that code, named."""
     from pyspark.sql import functions as F
+
+    from purgatory.broker.errors import ERROR_NAMES
 
     names = F.create_map(*[x for c, n in ERROR_NAMES.items() for x in (F.lit(c), F.lit(n))])
     frame = (

@@ -28,10 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from purgatory.broker.errors import ERROR_NAMES
 from purgatory.broker.trace import OUTCOMES, TRACE_COLUMNS
 from purgatory.core import quantile_rank
 
-from ._figures import ERROR_NAMES, LATENCY_EDGES_MS, LATENESS_EDGES_MS
+from ._figures import LATENCY_EDGES_MS, LATENESS_EDGES_MS
 from ._trace import REASONS, RowCheck
 
 __all__ = ["check_rows", "figures", "group_quantiles", "load_trace"]

@@ -13,17 +13,9 @@ from ._delayed import (
     TraceRecorder,
     TraceRow,
 )
-from ._replication import (
-    LEADER_ID,
-    AppendResult,
-    ErrorCode,
-    KafkaError,
-    LeaderPartition,
-    NotEnoughReplicasError,
-    NotLeaderError,
-    ReplicaState,
-)
+from ._replication import LEADER_ID, AppendResult, LeaderPartition, ReplicaState
 from ._trace_writer import TraceWriter
+from .errors import ERROR_NAMES, ErrorCode, KafkaError, NotEnoughReplicasError, NotLeaderError
 from .storage.log import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
@@ -59,6 +51,7 @@ from .storage.segment import LogSegment
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",
     "DEFAULT_SEGMENT_BYTES",
+    "ERROR_NAMES",
     "LEADER_ID",
     "AppendResult",
     "Broker",

@@ -87,7 +87,8 @@ from ._delayed import (
     TraceRecorder,
     TraceRow,
 )
-from ._replication import ErrorCode, KafkaError, LeaderPartition, NotLeaderError
+from ._replication import LeaderPartition
+from .errors import ErrorCode, KafkaError, NotLeaderError
 from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from .storage.records import BytesLike, CorruptRecordError

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from .. import DelayedOperation, TopicPartition
-from ._replication import ErrorCode, LeaderPartition
+from ._replication import LeaderPartition
+from .errors import ErrorCode
 from .storage.log import OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
 

@@ -39,57 +39,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 
 from .. import TopicPartition
+from .errors import NotEnoughReplicasError, NotLeaderError
 from .storage.log import PartitionLog
 from .storage.records import BytesLike
 
-__all__ = [
-    "LEADER_ID",
-    "AppendResult",
-    "ErrorCode",
-    "KafkaError",
-    "LeaderPartition",
-    "NotEnoughReplicasError",
-    "NotLeaderError",
-    "ReplicaState",
-]
+__all__ = ["LEADER_ID", "AppendResult", "LeaderPartition", "ReplicaState"]
 
 #: The replica id of the broker that leads (this broker).
 LEADER_ID = 0
-
-
-class ErrorCode(IntEnum):
-    """The Kafka error codes the broker answers with."""
-
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    KAFKA_STORAGE_ERROR = 56
-
-
-class KafkaError(Exception):
-    """An error with a Kafka error code; subclasses name the code."""
-
-    code: ErrorCode = ErrorCode.NONE
-
-
-class NotLeaderError(KafkaError):
-    """This broker does not lead the partition (NOT_LEADER_OR_FOLLOWER, 6)."""
-
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class NotEnoughReplicasError(KafkaError):
-    """acks=-1 append refused: ISR smaller than ``min_insync_replicas`` (19)."""
-
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 @dataclass(slots=True)

@@ -55,8 +55,8 @@ from .. import TopicPartition
 from ..core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
 from ._broker import Broker
 from ._delayed import DelayedProduce, FetchPartitionStatus
-from ._replication import ErrorCode
 from ._trace_writer import TraceWriter
+from .errors import ErrorCode
 from .storage.log import PartitionLog
 from .storage.records import (
     CorruptRecordError,

@@ -11,8 +11,8 @@ import pytest
 from purgatory import PurgatoryClosedError, TopicPartition
 from purgatory.broker._broker import Broker
 from purgatory.broker._delayed import FetchPartitionStatus, ProducePartitionResponse
-from purgatory.broker._replication import ErrorCode
 from purgatory.broker._trace_writer import TraceWriter
+from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory.broker.trace import trace_schema
 from purgatory.testing import ManualClock

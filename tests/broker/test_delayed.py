@@ -17,8 +17,9 @@ from purgatory.broker._delayed import (
     ProducePartitionStatus,
     TraceRow,
 )
-from purgatory.broker._replication import ErrorCode, LeaderPartition
+from purgatory.broker._replication import LeaderPartition
 from purgatory.broker._trace_writer import TraceWriter
+from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.log import PartitionLog
 from purgatory.broker.storage.records import build_batch
 from purgatory.testing import ManualClock
