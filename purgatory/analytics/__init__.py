@@ -3,7 +3,7 @@
 Two jobs, both in local mode by default and unchanged on a cluster:
 
 * trace reports (:func:`build_report`): delayed-operation traces (Parquet, see
-  :mod:`purgatory.broker.trace`) into figures per purgatory, kind,
+  :mod:`purgatory.tracing`) into figures per purgatory, kind,
   topic-partition and time window, written as Parquet and one HTML page;
 * sweeps (:func:`run_sweep`): a grid of timer configurations, one Spark task
   each, ranked by CPU per operation and expiry lateness.

@@ -25,7 +25,7 @@ output:
   DIR/tables/<figure>/       each figure as Parquet: row_checks, by_kind,
                              by_partition, windows, error_codes,
                              latency_histogram, lateness_histogram
-The trace schema is purgatory.broker.trace.TRACE_COLUMNS.
+The trace schema is purgatory.tracing.TRACE_COLUMNS.
 """
 
 _EPILOG_SWEEP = """\

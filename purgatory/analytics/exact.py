@@ -29,8 +29,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from purgatory.broker.errors import ERROR_NAMES
-from purgatory.broker.trace import OUTCOMES, TRACE_COLUMNS
 from purgatory.core import quantile_rank
+from purgatory.tracing import OUTCOMES, TRACE_COLUMNS
 
 from ._figures import LATENCY_EDGES_MS, LATENESS_EDGES_MS
 from ._trace import REASONS, RowCheck

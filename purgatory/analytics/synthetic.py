@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from purgatory.broker.errors import ErrorCode
-from purgatory.broker.trace import trace_schema
+from purgatory.tracing import trace_schema
 
 from .workload import lognormal_params
 

@@ -10,11 +10,8 @@ from ._delayed import (
     FetchPartitionStatus,
     ProducePartitionResponse,
     ProducePartitionStatus,
-    TraceRecorder,
-    TraceRow,
 )
 from ._replication import LEADER_ID, AppendResult, LeaderPartition, ReplicaState
-from ._trace_writer import TraceWriter
 from .errors import ERROR_NAMES, ErrorCode, KafkaError, NotEnoughReplicasError, NotLeaderError
 from .storage.log import (
     DEFAULT_INDEX_INTERVAL_BYTES,
@@ -84,9 +81,6 @@ __all__ = [
     "RecordBatchHeader",
     "RecordBatchTooLargeError",
     "ReplicaState",
-    "TraceRecorder",
-    "TraceRow",
-    "TraceWriter",
     "UnsupportedCompressionError",
     "build_batch",
     "crc32c",

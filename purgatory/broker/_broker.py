@@ -64,7 +64,7 @@ counted (``counters.flush_errors``), not raised into the timer.
 Both purgatories' timers share one clock (injectable; a
 :class:`~purgatory.testing.ManualClock` with ``reaper_enabled=False`` makes the
 broker deterministic). With a recorder, every operation that enters a
-purgatory yields one :class:`~._delayed.TraceRow`; operations still pending at
+purgatory yields one :class:`~purgatory.tracing.TraceRow`; operations still pending at
 ``close`` are recorded as ``cancelled`` (error code REQUEST_TIMED_OUT per key).
 """
 
@@ -78,14 +78,13 @@ from types import TracebackType
 
 from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TimerTask, TopicPartition
 from ..core import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+from ..tracing import TraceRecorder, TraceRow
 from ._delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
     FetchPartitionStatus,
     ProducePartitionStatus,
-    TraceRecorder,
-    TraceRow,
 )
 from ._replication import LeaderPartition
 from .errors import ErrorCode, KafkaError, NotLeaderError

@@ -20,8 +20,8 @@ batch header or an I/O error on the way: the read then answers the error). On
 completion, early or by expiry, it reads the logs again through the broker's
 read function and returns what is there.
 
-Both are answered through a :class:`TraceRecorder`, if given: one
-:class:`TraceRow` per operation, filled in when it completes (outcome
+Both are answered through a :class:`~purgatory.tracing.TraceRecorder`, if
+given: one :class:`~purgatory.tracing.TraceRow` per operation, filled in when it completes (outcome
 ``completed``) and marked ``expired`` by ``on_expiration``.
 """
 
@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from .. import DelayedOperation, TopicPartition
+from ..tracing import TraceRecorder, TraceRow
 from ._replication import LeaderPartition
 from .errors import ErrorCode
 from .storage.log import OffsetOutOfRangeError
@@ -46,33 +47,9 @@ __all__ = [
     "FetchPartitionStatus",
     "ProducePartitionResponse",
     "ProducePartitionStatus",
-    "TraceRecorder",
-    "TraceRow",
 ]
 
 PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
-
-
-@dataclass(slots=True)
-class TraceRow:
-    """One delayed operation's trace row (columns of :mod:`.trace`)."""
-
-    op_id: int
-    purgatory: str
-    kind: str
-    keys: list[str]
-    created_ms: int
-    deadline_ms: int
-    completed_ms: int = -1
-    outcome: str = "cancelled"
-    error_codes: list[int] | None = None
-    bytes: int = 0
-
-
-class TraceRecorder(Protocol):
-    """Receives each delayed operation's row when it completes."""
-
-    def record(self, row: TraceRow) -> None: ...
 
 
 # -------------------------------------------------------------------- produce

@@ -53,9 +53,9 @@ from typing import Any, TextIO
 
 from .. import TopicPartition
 from ..core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
+from ..tracing import TraceWriter
 from ._broker import Broker
 from ._delayed import DelayedProduce, FetchPartitionStatus
-from ._trace_writer import TraceWriter
 from .errors import ErrorCode
 from .storage.log import PartitionLog
 from .storage.records import (

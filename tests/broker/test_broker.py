@@ -11,11 +11,10 @@ import pytest
 from purgatory import PurgatoryClosedError, TopicPartition
 from purgatory.broker._broker import Broker
 from purgatory.broker._delayed import FetchPartitionStatus, ProducePartitionResponse
-from purgatory.broker._trace_writer import TraceWriter
 from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
-from purgatory.broker.trace import trace_schema
 from purgatory.testing import ManualClock
+from purgatory.tracing import TraceWriter, trace_schema
 
 A = TopicPartition("t", 0)
 B = TopicPartition("t", 1)

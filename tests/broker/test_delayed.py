@@ -15,14 +15,13 @@ from purgatory.broker._delayed import (
     FetchPartitionStatus,
     ProducePartitionResponse,
     ProducePartitionStatus,
-    TraceRow,
 )
 from purgatory.broker._replication import LeaderPartition
-from purgatory.broker._trace_writer import TraceWriter
 from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.log import PartitionLog
 from purgatory.broker.storage.records import build_batch
 from purgatory.testing import ManualClock
+from purgatory.tracing import TraceRow, TraceWriter
 
 A = TopicPartition("t", 0)
 B = TopicPartition("t", 1)

@@ -21,7 +21,7 @@ from purgatory.broker.simulation import (
     run_async,
 )
 from purgatory.broker.storage.log import PartitionLog
-from purgatory.broker.trace import trace_schema
+from purgatory.tracing import trace_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
