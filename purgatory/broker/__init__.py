@@ -1,9 +1,23 @@
-"""A broker's core built on the purgatory: partition logs with Kafka's offset index,
-replication with an ISR and a high watermark, DelayedProduce and DelayedFetch, and
-the traces of every delayed operation."""
+"""A broker's core built on the purgatory (Kafka's ReplicaManager, one broker).
 
-from ._broker import Broker, BrokerCounters
-from ._delayed import (
+The layers, bottom up:
+
+* :mod:`.storage`: record batches, the offset index, segments, partition logs;
+* :mod:`.errors`: Kafka's error codes, once;
+* :mod:`.replication`: one led partition: follower offsets, the ISR, the high
+  watermark;
+* :mod:`.delayed`: DelayedProduce and DelayedFetch, Kafka's two delayed operations;
+* :mod:`.broker`: :class:`Broker`: partitions, produce, fetch, awaiting
+  replication, both purgatories, traces (:mod:`purgatory.tracing`).
+
+The names below are what a user of the broker needs: the broker, its requests
+and answers, the partitions it leads, the error codes, and the record-batch
+helpers to build what it stores and read what it returns. Storage internals are
+in :mod:`purgatory.broker.storage`.
+"""
+
+from .broker import Broker, BrokerCounters
+from .delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
@@ -11,49 +25,24 @@ from ._delayed import (
     ProducePartitionResponse,
     ProducePartitionStatus,
 )
-from ._replication import LEADER_ID, AppendResult, LeaderPartition, ReplicaState
-from .errors import ERROR_NAMES, ErrorCode, KafkaError, NotEnoughReplicasError, NotLeaderError
-from .storage.log import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    LogRecovery,
-    OffsetOutOfRangeError,
-    PartitionLog,
-    RecordBatchTooLargeError,
-)
-from .storage.offset_index import (
-    CorruptIndexError,
-    IndexFullError,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetIndexError,
-    OffsetPosition,
-)
-from .storage.open_files import OpenFiles
-from .storage.records import (
+from .errors import ErrorCode
+from .replication import LEADER_ID, LeaderPartition, ReplicaState
+from .storage import (
     CorruptRecordError,
     DecodedRecord,
+    PartitionLog,
     Record,
     RecordBatchHeader,
-    UnsupportedCompressionError,
     build_batch,
-    crc32c,
     iter_batches,
     iter_records,
     validate_batch,
-    with_base_offset,
 )
-from .storage.segment import LogSegment
 
 __all__ = [
-    "DEFAULT_INDEX_INTERVAL_BYTES",
-    "DEFAULT_SEGMENT_BYTES",
-    "ERROR_NAMES",
     "LEADER_ID",
-    "AppendResult",
     "Broker",
     "BrokerCounters",
-    "CorruptIndexError",
     "CorruptRecordError",
     "DecodedRecord",
     "DelayedFetch",
@@ -61,31 +50,15 @@ __all__ = [
     "ErrorCode",
     "FetchPartitionData",
     "FetchPartitionStatus",
-    "IndexFullError",
-    "InvalidOffsetError",
-    "KafkaError",
     "LeaderPartition",
-    "LogRecovery",
-    "LogSegment",
-    "NotEnoughReplicasError",
-    "NotLeaderError",
-    "OffsetIndex",
-    "OffsetIndexError",
-    "OffsetOutOfRangeError",
-    "OffsetPosition",
-    "OpenFiles",
     "PartitionLog",
     "ProducePartitionResponse",
     "ProducePartitionStatus",
     "Record",
     "RecordBatchHeader",
-    "RecordBatchTooLargeError",
     "ReplicaState",
-    "UnsupportedCompressionError",
     "build_batch",
-    "crc32c",
     "iter_batches",
     "iter_records",
     "validate_batch",
-    "with_base_offset",
 ]

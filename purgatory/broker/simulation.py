@@ -1,6 +1,6 @@
 """A broker under load: producers, consumers, lagging followers, a stall, a leader change.
 
-The simulation runs one :class:`~._broker.Broker` leading ``partitions``
+The simulation runs one :class:`~.broker.Broker` leading ``partitions``
 partitions of topic ``sim``, each replicated to ``followers`` simulated
 followers, in real time on one event loop:
 
@@ -54,8 +54,8 @@ from typing import Any, TextIO
 from .. import TopicPartition
 from ..core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
 from ..tracing import TraceWriter
-from ._broker import Broker
-from ._delayed import DelayedProduce, FetchPartitionStatus
+from .broker import Broker
+from .delayed import DelayedProduce, FetchPartitionStatus
 from .errors import ErrorCode
 from .storage.log import PartitionLog
 from .storage.records import (

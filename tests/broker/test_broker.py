@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from purgatory import PurgatoryClosedError, TopicPartition
-from purgatory.broker._broker import Broker
-from purgatory.broker._delayed import FetchPartitionStatus, ProducePartitionResponse
+from purgatory.broker.broker import Broker
+from purgatory.broker.delayed import FetchPartitionStatus, ProducePartitionResponse
 from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory.testing import ManualClock

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from purgatory import DelayedOperationPurgatory, SystemTimer, TopicPartition
-from purgatory.broker._delayed import (
+from purgatory.broker.delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
@@ -16,8 +16,8 @@ from purgatory.broker._delayed import (
     ProducePartitionResponse,
     ProducePartitionStatus,
 )
-from purgatory.broker._replication import LeaderPartition
 from purgatory.broker.errors import ErrorCode
+from purgatory.broker.replication import LeaderPartition
 from purgatory.broker.storage.log import PartitionLog
 from purgatory.broker.storage.records import build_batch
 from purgatory.testing import ManualClock

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from purgatory.broker import ERROR_NAMES, ErrorCode, NotEnoughReplicasError, NotLeaderError
+from purgatory.broker.errors import ERROR_NAMES, ErrorCode, NotEnoughReplicasError, NotLeaderError
 
 #: Kafka's numbers (clients/src/main/java/org/apache/kafka/common/protocol/Errors.java)
 KAFKA = {

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from purgatory import TopicPartition
-from purgatory.broker._replication import LEADER_ID, LeaderPartition
 from purgatory.broker.errors import ErrorCode, NotEnoughReplicasError, NotLeaderError
+from purgatory.broker.replication import LEADER_ID, LeaderPartition
 from purgatory.broker.storage.log import PartitionLog
 from purgatory.broker.storage.records import build_batch
 

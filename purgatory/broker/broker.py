@@ -1,6 +1,6 @@
 """The broker core (Kafka's ReplicaManager): partitions, produce and fetch purgatories.
 
-:class:`Broker` leads a set of partitions (:class:`~._replication.LeaderPartition`)
+:class:`Broker` leads a set of partitions (:class:`~.replication.LeaderPartition`)
 and answers produce and fetch requests. Both calls are synchronous and return a
 delayed operation, which is already completed when the answer needs no wait;
 ``await op`` (or ``op.result()`` once done) gives the answer per partition.
@@ -8,14 +8,14 @@ delayed operation, which is already completed when the answer needs no wait;
 produce(entries, acks, timeout_ms):
     appends each batch; failures before the wait (unknown partition, not leader,
     NOT_ENOUGH_REPLICAS) answer at once. acks 0 and 1 answer after the append;
-    acks=-1 with a successful append becomes a :class:`~._delayed.DelayedProduce`
+    acks=-1 with a successful append becomes a :class:`~.delayed.DelayedProduce`
     watched on its partitions in the produce purgatory.
 
 fetch(requests, min_bytes, max_wait_ms, replica_id, max_bytes):
     a follower's fetch (``replica_id >= 0``) first records the follower's log end
     offset. The fetch answers at once if ``min_bytes`` are readable, a partition
     errors or ``max_wait_ms <= 0``; otherwise it becomes a
-    :class:`~._delayed.DelayedFetch` in the fetch purgatory. ``max_bytes`` (the
+    :class:`~.delayed.DelayedFetch` in the fetch purgatory. ``max_bytes`` (the
     request-level limit, none by default) bounds the whole answer, as Kafka's
     ReplicaManager does: partitions are read in order, each up to the smaller of
     its own limit and what is left, and only the first non-empty partition may
@@ -79,15 +79,15 @@ from types import TracebackType
 from .. import Clock, DelayedOperationPurgatory, LoopClock, SystemTimer, TimerTask, TopicPartition
 from ..core import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 from ..tracing import TraceRecorder, TraceRow
-from ._delayed import (
+from .delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
     FetchPartitionStatus,
     ProducePartitionStatus,
 )
-from ._replication import LeaderPartition
 from .errors import ErrorCode, KafkaError, NotLeaderError
+from .replication import LeaderPartition
 from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from .storage.records import BytesLike, CorruptRecordError

@@ -33,8 +33,8 @@ from typing import TypeVar
 
 from .. import DelayedOperation, TopicPartition
 from ..tracing import TraceRecorder, TraceRow
-from ._replication import LeaderPartition
 from .errors import ErrorCode
+from .replication import LeaderPartition
 from .storage.log import OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
 
