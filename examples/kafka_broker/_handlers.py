@@ -69,6 +69,7 @@ from purgatory.broker import (
     ErrorCode,
     FetchPartitionData,
     FetchPartitionStatus,
+    Followers,
     ProducePartitionResponse,
     ProducePartitionStatus,
     RecordBatchHeader,
@@ -83,7 +84,6 @@ from ._idempotence import (
     ProducerStateTable,
     last_sequence,
 )
-from ._replicas import FollowerReplicas
 from ._shortage import OUT_OF_DESCRIPTORS, Shortage
 
 __all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler"]
@@ -133,7 +133,7 @@ class RequestHandler:
     def __init__(
         self,
         broker: Broker,
-        replicas: FollowerReplicas,
+        replicas: Followers,
         config: WireConfig,
         advertised: Callable[[], tuple[str, int]],
         *,
@@ -244,7 +244,7 @@ class RequestHandler:
                     "file descriptors free up"
                 )
                 return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            self.replicas.add_partition(tp)
+            self.replicas.follow([tp])
         self.partition_descriptors.clear()
         entry = (cfg.partitions, uuid.uuid4())
         self._topics[name] = entry
@@ -396,7 +396,7 @@ class RequestHandler:
         answered: dict[TopicPartition, ProducePartitionResponse] = {}  # known before any wait
         entries: dict[TopicPartition, bytes] = {}
         headers: dict[TopicPartition, RecordBatchHeader] = {}
-        duplicates: list[DelayedProduce] = []
+        duplicates: dict[TopicPartition, tuple[int, int]] = {}  # retried: (base, last offset)
         for topic in body.topic_data:
             name = topic.name
             indexes = [pd.index for pd in topic.partition_data]
@@ -404,9 +404,10 @@ class RequestHandler:
             entry = self.topic(name) if isinstance(name, str) else ErrorCode.INVALID_TOPIC_EXCEPTION
             for pd in topic.partition_data:
                 tp = TopicPartition(name, pd.index)
-                if tp in answered or tp in entries:
+                if tp in answered or tp in entries or tp in duplicates:
                     answered[tp] = _produce_error(ErrorCode.INVALID_REQUEST)
                     entries.pop(tp, None)
+                    duplicates.pop(tp, None)
                     continue
                 if acks not in (-1, 0, 1):
                     answered[tp] = _produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -432,12 +433,8 @@ class RequestHandler:
                     if isinstance(verdict, int):
                         answered[tp] = _produce_error(verdict)
                         continue
-                    if verdict is not None:
-                        dup = self._duplicate(tp, verdict, acks, body.timeout_ms)
-                        if dup.is_done:
-                            answered[tp] = dup.result()[tp]
-                        else:
-                            duplicates.append(dup)
+                    if verdict is not None:  # a retry: answered with its first offsets
+                        duplicates[tp] = (verdict.base_offset, verdict.last_offset)
                         continue
                 entries[tp] = pd.records
                 headers[tp] = checked
@@ -455,7 +452,12 @@ class RequestHandler:
             if failed:  # Kafka's way of telling an acks=0 producer: drop the connection
                 raise CloseConnection(f"acks=0 produce failed for {sorted(map(str, failed))}")
             return None
-        waits = [w for w in (op, *duplicates) if w is not None]
+        retried = None
+        if duplicates:
+            retried = self.broker.await_replication(
+                duplicates, acks=acks, timeout_ms=max(0, body.timeout_ms)
+            )
+        waits = [w for w in (op, retried) if w is not None]
         version, cid = req.api_version, req.correlation_id
 
         def finish(outcomes: list[dict[TopicPartition, ProducePartitionResponse]]) -> bytes:
@@ -471,24 +473,6 @@ class RequestHandler:
     def _high_watermark(self, tp: TopicPartition) -> int:
         partition = self.broker.partition(tp)
         return -1 if partition is None else partition.high_watermark
-
-    def _duplicate(
-        self, tp: TopicPartition, batch: BatchMetadata, acks: int, timeout_ms: int
-    ) -> DelayedProduce:
-        """The answer to a retried batch: its original offsets, once replicated if acks=-1."""
-        status = ProducePartitionStatus(
-            required_offset=batch.last_offset + 1,
-            base_offset=batch.base_offset,
-            size_bytes=0,
-            acks_pending=acks == -1,
-            error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
-        )
-        op = DelayedProduce(max(0, timeout_ms), {tp: status}, self.broker.partition)
-        if acks == -1:
-            self.broker.produce_purgatory.try_complete_else_watch(op, [tp])
-        else:
-            op.force_complete()
-        return op
 
     def _record_appends(
         self,

@@ -8,7 +8,9 @@ The layers, bottom up:
   watermark;
 * :mod:`.delayed`: DelayedProduce and DelayedFetch, Kafka's two delayed operations;
 * :mod:`.broker`: :class:`Broker`: partitions, produce, fetch, awaiting
-  replication, both purgatories, traces (:mod:`purgatory.tracing`).
+  replication, both purgatories, traces (:mod:`purgatory.tracing`);
+* :mod:`.followers`: :class:`Followers`: simulated followers fetching with lag,
+  and the ISR check, on asyncio (the simulation and the wire example share it).
 
 The names below are what a user of the broker needs: the broker, its requests
 and answers, the partitions it leads, the error codes, and the record-batch
@@ -26,6 +28,7 @@ from .delayed import (
     ProducePartitionStatus,
 )
 from .errors import ErrorCode
+from .followers import Followers, HighWatermarkHook
 from .replication import LEADER_ID, LeaderPartition, ReplicaState
 from .storage import (
     CorruptRecordError,
@@ -36,6 +39,7 @@ from .storage import (
     build_batch,
     iter_batches,
     iter_records,
+    next_offset,
     validate_batch,
 )
 
@@ -50,6 +54,8 @@ __all__ = [
     "ErrorCode",
     "FetchPartitionData",
     "FetchPartitionStatus",
+    "Followers",
+    "HighWatermarkHook",
     "LeaderPartition",
     "PartitionLog",
     "ProducePartitionResponse",
@@ -60,5 +66,6 @@ __all__ = [
     "build_batch",
     "iter_batches",
     "iter_records",
+    "next_offset",
     "validate_batch",
 ]

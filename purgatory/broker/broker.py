@@ -11,6 +11,13 @@ produce(entries, acks, timeout_ms):
     acks=-1 with a successful append becomes a :class:`~.delayed.DelayedProduce`
     watched on its partitions in the produce purgatory.
 
+await_replication(appended, acks, timeout_ms):
+    the answer for batches already in the logs (an idempotent producer's
+    retried batch, which a broker answers with the original offsets): with
+    acks=-1 a :class:`~.delayed.DelayedProduce` that waits for replication
+    exactly as a produce's does, traced and counted the same way; acks 0 and 1
+    answer at once. :meth:`Broker.produce` ends the same way for what it appended.
+
 fetch(requests, min_bytes, max_wait_ms, replica_id, max_bytes):
     a follower's fetch (``replica_id >= 0``) first records the follower's log end
     offset. The fetch answers at once if ``min_bytes`` are readable, a partition
@@ -107,11 +114,13 @@ class BrokerCounters:
         "fetch_requests",
         "flush_errors",
         "produce_requests",
+        "replication_waits",
         "storage_errors",
     )
 
     def __init__(self) -> None:
         self.produce_requests = 0
+        self.replication_waits = 0  # await_replication calls (retried batches)
         self.fetch_requests = 0
         self.bytes_in = 0
         self.bytes_out = 0
@@ -121,6 +130,7 @@ class BrokerCounters:
     def __repr__(self) -> str:
         return (
             f"BrokerCounters(produce_requests={self.produce_requests}, "
+            f"replication_waits={self.replication_waits}, "
             f"fetch_requests={self.fetch_requests}, bytes_in={self.bytes_in}, "
             f"bytes_out={self.bytes_out}, flush_errors={self.flush_errors}, "
             f"storage_errors={self.storage_errors})"
@@ -285,6 +295,50 @@ class Broker:
             if result.high_watermark_changed:
                 self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
+        return self._wait_for_replication(statuses, timeout_ms)
+
+    def await_replication(
+        self,
+        appended: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        acks: int = -1,
+        timeout_ms: int,
+    ) -> DelayedProduce:
+        """The answer for batches already in the logs: per partition, the batch's
+        (base offset, last offset). See the module doc.
+
+        With acks=-1 each partition is answered, as after a produce, once its
+        high watermark passes the last offset (NONE, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND below min ISR), when leadership is lost
+        (NOT_LEADER_OR_FOLLOWER) or at ``timeout_ms`` (REQUEST_TIMED_OUT); acks 0
+        and 1 answer NONE at once. The answer carries the given base offsets.
+        O(partitions) plus the purgatory checks.
+        """
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        if not appended:
+            raise ValueError("a replication wait needs at least one partition")
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, (base_offset, last_offset) in appended.items():
+            if not 0 <= base_offset <= last_offset:
+                raise ValueError(
+                    f"{tp}: need 0 <= base_offset <= last_offset, not {base_offset}, {last_offset}"
+                )
+            statuses[tp] = ProducePartitionStatus(
+                required_offset=last_offset + 1,
+                base_offset=base_offset,
+                size_bytes=0,  # nothing appended now
+                acks_pending=acks == -1,
+                error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
+            )
+        self.counters.replication_waits += 1
+        return self._wait_for_replication(statuses, timeout_ms)
+
+    def _wait_for_replication(
+        self, statuses: dict[TopicPartition, ProducePartitionStatus], timeout_ms: int
+    ) -> DelayedProduce:
+        """A DelayedProduce over ``statuses``: completed now when no partition waits
+        for acks, else traced and watched on the waiting partitions. O(partitions)."""
         op = DelayedProduce(timeout_ms, statuses, self._partitions.get)
         pending = [tp for tp, s in statuses.items() if s.acks_pending]
         if not pending:

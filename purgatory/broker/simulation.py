@@ -57,6 +57,7 @@ from ..tracing import TraceWriter
 from .broker import Broker
 from .delayed import DelayedProduce, FetchPartitionStatus
 from .errors import ErrorCode
+from .followers import Followers
 from .storage.log import PartitionLog
 from .storage.records import (
     CorruptRecordError,
@@ -199,17 +200,6 @@ SUMMARY_KEYS = (
 )
 
 
-def next_offset(records: bytes) -> int | None:
-    """The offset after the last batch in ``records`` (None if empty). O(batches)."""
-    position = 0
-    result = None
-    while position < len(records):
-        header = RecordBatchHeader.parse(records, position)
-        result = header.next_offset
-        position += header.size_bytes
-    return result
-
-
 @dataclass(slots=True)
 class _Ack:
     tp: TopicPartition
@@ -235,14 +225,25 @@ class _Simulation:
             flush_ms=config.flush_ms,
         )
         self.tps = [TopicPartition(TOPIC, p) for p in range(config.partitions)]
-        self.followers = list(range(1, config.followers + 1))
+        self.follower_ids = list(range(1, config.followers + 1))
+        # the followers fetch every partition in one request, and wait their usual
+        # lag after an error (partition 0 during the leader change)
+        self.followers = Followers(
+            self.broker,
+            self.follower_ids,
+            lag_ms=config.follower_lag_ms,
+            max_wait_ms=config.follower_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            error_backoff_ms=config.follower_lag_ms,
+        )
         self.stopping = False  # producers stop
         self.finished = False  # then, once in-flight produces are answered, the rest
         self.start_s = 0.0
         self.inflight: list[_Ack] = []
         self.consumed_records = 0
         self.leader_changes = 0
-        self.stall_replica = self.followers[-1] if self.followers else None
+        self.stall_replica = self.follower_ids[-1] if self.follower_ids else None
 
     # -- the actors ------------------------------------------------------------
 
@@ -275,31 +276,18 @@ class _Simulation:
             self.inflight.append(_Ack(tp, pid, seq, values, op))
             seq += 1
 
-    async def follower(self, rid: int) -> None:
+    async def stall(self) -> None:
+        """The last follower stops fetching at ``stall_at`` of the run for ``stall_ms``."""
         cfg = self.config
-        offsets = dict.fromkeys(self.tps, 0)
-        stall_start = cfg.stall_at * cfg.duration_s
-        stalled = False
-        while not self.finished:
-            stall_due = rid == self.stall_replica and cfg.stall_at >= 0 and not stalled
-            if stall_due and self.elapsed_s() >= stall_start:
-                stalled = True
-                await asyncio.sleep(cfg.stall_ms / 1000)
-                continue
-            requests = {
-                tp: FetchPartitionStatus(offset, cfg.fetch_max_bytes)
-                for tp, offset in offsets.items()
-            }
-            op = self.broker.fetch(
-                requests, min_bytes=1, max_wait_ms=cfg.follower_max_wait_ms, replica_id=rid
-            )
-            response = await op
-            for tp, data in response.items():
-                if data.error_code == ErrorCode.NONE and data.records:
-                    nxt = next_offset(data.records)
-                    if nxt is not None:
-                        offsets[tp] = nxt
-            await asyncio.sleep(cfg.follower_lag_ms / 1000)
+        rid = self.stall_replica
+        if cfg.stall_at < 0 or rid is None:
+            return
+        await asyncio.sleep(max(0.0, cfg.stall_at * cfg.duration_s - self.elapsed_s()))
+        self.followers.pause(rid)
+        try:
+            await asyncio.sleep(cfg.stall_ms / 1000)
+        finally:
+            self.followers.resume(rid)
 
     async def consumer(self, cid: int) -> None:
         cfg = self.config
@@ -327,12 +315,6 @@ class _Simulation:
                         offsets[tp] = header.next_offset
             if errored:
                 await asyncio.sleep(0.01)
-
-    async def isr_checker(self) -> None:
-        interval_s = self.config.replica_lag_time_max_ms / 2000
-        while not self.finished:
-            await asyncio.sleep(interval_s)
-            self.broker.maybe_shrink_isr()
 
     async def leader_change(self) -> None:
         cfg = self.config
@@ -378,7 +360,7 @@ class _Simulation:
         for tp in self.tps:
             broker.create_partition(
                 tp,
-                self.followers,
+                self.follower_ids,
                 min_insync_replicas=cfg.min_insync_replicas,
                 replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             )
@@ -387,18 +369,19 @@ class _Simulation:
         self.start_s = time.monotonic()
         async with broker:
             producers = [asyncio.create_task(self.producer(i)) for i in range(cfg.producers)]
-            others = [asyncio.create_task(self.follower(r)) for r in self.followers]
-            others += [asyncio.create_task(self.consumer(c)) for c in range(cfg.consumers)]
-            others += [
-                asyncio.create_task(self.isr_checker()),
-                asyncio.create_task(self.progress()),
+            self.followers.follow(self.tps)
+            others = [asyncio.create_task(self.consumer(c)) for c in range(cfg.consumers)]
+            others.append(asyncio.create_task(self.progress()))
+            scenario = [
+                asyncio.create_task(self.stall()),
+                asyncio.create_task(self.leader_change()),
             ]
-            changer = asyncio.create_task(self.leader_change())
             await asyncio.sleep(cfg.duration_s)
             self.stopping = True
             await asyncio.gather(*producers)
-            changer.cancel()
-            await asyncio.gather(changer, return_exceptions=True)
+            for task in scenario:
+                task.cancel()
+            await asyncio.gather(*scenario, return_exceptions=True)
             if not broker.partitions[self.tps[0]].is_leader:
                 broker.become_leader(self.tps[0])
                 self.leader_changes += 1
@@ -406,6 +389,7 @@ class _Simulation:
                 if not ack.op.is_done:
                     await ack.op
             self.finished = True
+            await self.followers.stop()
             await asyncio.gather(*others)
             stats_p = broker.produce_purgatory.statistics()
             stats_f = broker.fetch_purgatory.statistics()
@@ -511,9 +495,7 @@ class _Simulation:
                                     problems.append(f"{tp} offset {record.offset}: wrong value")
                                 position += 1
                                 checked += 1
-                        nxt = next_offset(batch)
-                        assert nxt is not None
-                        offset = nxt
+                        offset = RecordBatchHeader.parse(batch).next_offset
             except (CorruptRecordError, OSError) as exc:
                 problems.append(f"{tp}: cannot read at offset {offset}: {exc}")
             finally:

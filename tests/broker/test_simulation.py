@@ -12,11 +12,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from purgatory.broker import next_offset
 from purgatory.broker.simulation import (
     SUMMARY_KEYS,
     SimulationConfig,
     format_summary,
-    next_offset,
     run,
     run_async,
 )

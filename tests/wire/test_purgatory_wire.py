@@ -164,6 +164,8 @@ async def test_retried_batch_gets_its_original_offset(wire: KafkaWireBroker) -> 
         assert r.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
         partition = wire.broker.partition(TopicPartition(TOPIC, 2))
         assert partition is not None and partition.log_end_offset == 3
+        # both retries waited through the broker's own API, counted there
+        assert wire.broker.counters.replication_waits == 2
     finally:
         await client.close()
 

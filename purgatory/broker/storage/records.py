@@ -70,6 +70,7 @@ __all__ = [
     "crc32c",
     "iter_batches",
     "iter_records",
+    "next_offset",
     "records_of",
     "validate_batch",
     "with_base_offset",
@@ -238,6 +239,21 @@ class RecordBatchHeader:
     def timestamp_type(self) -> int:
         """0 = create time, 1 = log append time."""
         return 1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0
+
+
+def next_offset(records: BytesLike) -> int | None:
+    """The offset after the last of the concatenated batches in ``records`` (a fetch
+    answer), None if there is none: where a reader fetches next. Reads only the
+    headers (not validated). O(batches).
+    """
+    position = 0
+    result = None
+    end = len(records)
+    while position < end:
+        header = RecordBatchHeader.parse(records, position)
+        result = header.next_offset
+        position += header.size_bytes
+    return result
 
 
 def validate_batch(buf: BytesLike, *, check_crc: bool = True) -> RecordBatchHeader:
