@@ -19,6 +19,7 @@ PACKAGES = [
     "purgatory.aio",
     "purgatory.broker",
     "purgatory.broker.storage",
+    "purgatory.sim",
     "purgatory.analytics",
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,15 +12,17 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from purgatory import TopicPartition
 from purgatory.broker import next_offset
-from purgatory.broker.simulation import (
+from purgatory.broker.storage.log import PartitionLog
+from purgatory.sim import (
     SUMMARY_KEYS,
     SimulationConfig,
     format_summary,
     run,
     run_async,
 )
-from purgatory.broker.storage.log import PartitionLog
+from purgatory.sim.clients import Ack
 from purgatory.tracing import trace_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +93,7 @@ async def test_tiny_run_reads_back_every_acknowledged_record(tmp_path: Path) -> 
 
 
 def test_run_on_its_own_loop_without_trace(tmp_path: Path) -> None:
-    summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None, data_dir=None, use_uvloop=False))
+    summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None, data_dir=None, uvloop=False))
     assert summary["read_back_ok"] and summary["trace_path"] is None
     assert summary["uvloop"] is False
 
@@ -101,15 +103,16 @@ def run_damaging_before_read_back(
 ) -> dict[str, Any]:
     """A short run whose partition 0 directory goes through ``damage`` (by hand, after
     the broker closed) just before the read-back reopens the logs."""
-    from purgatory.broker import simulation
+    from purgatory.sim import simulation
+    from purgatory.sim.readback import read_back as original
 
-    original = simulation._Simulation.read_back
+    def damaging(
+        acks: Sequence[Ack], data_dir: Path, tps: Sequence[TopicPartition], truncated: int
+    ) -> dict[str, Any]:
+        damage(data_dir / str(tps[0]))
+        return original(acks, data_dir, tps, truncated)
 
-    def damaging(self: simulation._Simulation) -> dict[str, object]:
-        damage(self.data_dir / str(self.tps[0]))
-        return original(self)
-
-    monkeypatch.setattr(simulation._Simulation, "read_back", damaging)
+    monkeypatch.setattr(simulation, "read_back", damaging)
     return run(tiny(tmp_path, duration_s=0.5, stall_at=-1, leader_change_at=-1))
 
 
