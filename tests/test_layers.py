@@ -178,3 +178,17 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     assert not cycles, cycles
+
+
+def test_importing_analytics_loads_no_heavy_library() -> None:
+    """pandas, pyarrow, numpy and pyspark (and the broker) load when a job needs
+    them, not when the package is imported."""
+    import subprocess
+
+    code = (
+        "import sys, purgatory.analytics;"
+        "heavy = {'pandas', 'pyarrow', 'numpy', 'pyspark', 'py4j', 'purgatory.broker'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -37,16 +37,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from purgatory.broker.errors import ErrorCode
 from purgatory.tracing import trace_schema
 
 from .workload import lognormal_params
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 __all__ = ["KindSpec", "SyntheticSpec", "synthetic_trace", "write_synthetic_trace"]
 
@@ -121,6 +120,11 @@ def synthetic_trace(
     ``created_ms`` order starting at ``start_ms``; ``op_id`` counts from
     ``first_op_id``.
     """
+    import numpy as np
+    import pyarrow as pa
+
+    from purgatory.broker.errors import ErrorCode
+
     if rows < 0:
         raise ValueError(f"rows must be >= 0, not {rows}")
     spec = spec or SyntheticSpec()
@@ -214,6 +218,9 @@ def write_synthetic_trace(
     so memory stays O(rows_per_file) however large the trace. Time continues
     across files. Returns the files written.
     """
+    import numpy as np
+    import pyarrow.parquet as pq
+
     if rows_per_file <= 0:
         raise ValueError(f"rows_per_file must be positive, not {rows_per_file}")
     out = Path(directory)

@@ -1,9 +1,10 @@
 """The figures of a trace, as Spark aggregations over the valid rows.
 
-Every figure is a ``groupBy`` (after an ``explode`` for per-key figures, a
-``window`` for time figures) whose result is small: one row per group, never
-per operation. Definitions, shared by the reference implementation in
-:mod:`purgatory.analytics.exact`:
+What is computed (the groups, quantiles, windows and histogram edges) is
+defined once in :mod:`.figures`, which the exact reference
+(:mod:`purgatory.analytics.exact`) reads too. Every figure is a ``groupBy``
+(after an ``explode`` for per-key figures, a ``window`` for time figures) whose
+result is small: one row per group, never per operation. The columns:
 
 * ``operations``: rows; ``completed`` (early), ``expired``, ``cancelled`` by outcome;
 * ``latency_*_ms``: ``completed_ms - created_ms`` of operations that completed
@@ -17,10 +18,11 @@ per operation. Definitions, shared by the reference implementation in
   key it watches (a trace has no per-key split);
 * ``error_codes``: counts of (operation, key) results per Kafka error code,
   named by :data:`purgatory.broker.errors.ERROR_NAMES` (``other`` if unknown);
-* histograms: counts per bucket ``[lo_ms, hi_ms)`` of fixed, roughly
-  logarithmic edges (1-1.2-1.5-2-2.5-3-4-5-6-8 per decade), computed in Spark by
-  a balanced CASE tree: O(log buckets) comparisons per row, exact on integers.
-  The first bucket also holds anything below its edge, the last anything above.
+* histograms: counts per bucket ``[lo_ms, hi_ms)`` (:data:`.figures.HISTOGRAMS`),
+  the bucket computed in Spark by a balanced CASE tree that mirrors
+  :func:`.figures.bucket_index`: O(log buckets) comparisons per row, exact on
+  integers. The first bucket also holds anything below its edge, the last
+  anything above.
 
 Cost: each figure is one job reading the needed columns of the trace, O(rows)
 work spread over the executors and O(groups x A) memory for the percentile
@@ -31,13 +33,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .figures import BY_KIND, BY_PARTITION, LATENESS_QUANTILES, WINDOWS, Summary
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "DEFAULT_ACCURACY",
-    "LATENCY_EDGES_MS",
-    "LATENESS_EDGES_MS",
     "by_kind",
     "by_partition",
     "error_codes",
@@ -48,26 +50,6 @@ __all__ = [
 
 #: percentile_approx's accuracy: rank error at most rows / accuracy
 DEFAULT_ACCURACY = 10_000
-
-_MANTISSAS = (10, 12, 15, 20, 25, 30, 40, 50, 60, 80)
-#: histogram edges for latency, in ms: 0..8 one by one-ish, then 10 per decade to 10^7
-LATENCY_EDGES_MS: tuple[int, ...] = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    8,
-    *(m * 10**d for d in range(6) for m in _MANTISSAS),
-    10_000_000,
-)
-#: signed edges for lateness, in ms: the latency edges mirrored below zero
-LATENESS_EDGES_MS: tuple[int, ...] = (
-    *(-e for e in reversed(LATENCY_EDGES_MS[1:])),
-    *LATENCY_EDGES_MS,
-)
 
 
 def prepare(valid: DataFrame) -> DataFrame:
@@ -123,26 +105,24 @@ def _split(frame: DataFrame, prefix: str, qs: dict[str, float]) -> DataFrame:
     return frame.select("*", *cols).drop(f"_{prefix}")
 
 
-_LATENCY_QS = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
-_LATENESS_QS = {"p50": 0.5, "p99": 0.99}
-
-
-def _latency_lateness(accuracy: int, latency_qs: dict[str, float]) -> list[Column]:
+def _latency_lateness(accuracy: int, summary: Summary) -> list[Column]:
     from pyspark.sql import functions as F
 
     return [
-        *_percentiles("latency_ms", "latency", latency_qs, accuracy),
+        *_percentiles("latency_ms", "latency", summary.latency_quantiles, accuracy),
         F.max("latency_ms").alias("latency_max_ms"),
-        *_percentiles("lateness_ms", "lateness", _LATENESS_QS, accuracy),
+        *_percentiles("lateness_ms", "lateness", LATENESS_QUANTILES, accuracy),
         F.max("lateness_ms").alias("lateness_max_ms"),
     ]
 
 
-def _finish(frame: DataFrame, latency_qs: dict[str, float], order: list[str]) -> DataFrame:
-    frame = _split(_split(frame, "latency", latency_qs), "lateness", _LATENESS_QS)
+def _finish(frame: DataFrame, summary: Summary) -> DataFrame:
+    latency_qs = summary.latency_quantiles
+    frame = _split(_split(frame, "latency", latency_qs), "lateness", LATENESS_QUANTILES)
+    order = list(summary.keys)
     first = [*order, "operations", "completed", "expired", "cancelled"]
     latency = [f"latency_{q}_ms" for q in latency_qs] + ["latency_max_ms"]
-    lateness = [f"lateness_{q}_ms" for q in _LATENESS_QS] + ["lateness_max_ms"]
+    lateness = [f"lateness_{q}_ms" for q in LATENESS_QUANTILES] + ["lateness_max_ms"]
     rest = [c for c in frame.columns if c not in {*first, *latency, *lateness}]
     return frame.select(*first, *latency, *lateness, *rest).orderBy(*order)
 
@@ -153,13 +133,13 @@ def by_kind(prepared: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
     from pyspark.sql import functions as F
 
     has_error = F.exists("error_codes", lambda c: c != 0).cast("long")
-    frame = prepared.groupBy("purgatory", "kind").agg(
+    frame = prepared.groupBy(*BY_KIND.keys).agg(
         *_counts(),
-        *_latency_lateness(accuracy, _LATENCY_QS),
+        *_latency_lateness(accuracy, BY_KIND),
         F.sum(F.size("keys").cast("long")).alias("key_watches"),
         F.sum(has_error).alias("with_error"),
     )
-    return _finish(frame, _LATENCY_QS, ["purgatory", "kind"])
+    return _finish(frame, BY_KIND)
 
 
 def by_partition(prepared: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
@@ -175,32 +155,32 @@ def by_partition(prepared: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataF
         "lateness_ms",
         F.explode(F.arrays_zip("keys", "error_codes")).alias("kc"),
     ).select("*", F.col("kc.keys").alias("key"), F.col("kc.error_codes").alias("code"))
-    frame = pairs.groupBy("purgatory", "key").agg(
+    frame = pairs.groupBy(*BY_PARTITION.keys).agg(
         *_counts(),
-        *_latency_lateness(accuracy, _LATENCY_QS),
+        *_latency_lateness(accuracy, BY_PARTITION),
         F.sum((F.col("code") != 0).cast("long")).alias("errors"),
     )
-    return _finish(frame, _LATENCY_QS, ["purgatory", "key"])
+    return _finish(frame, BY_PARTITION)
 
 
 def windows(prepared: DataFrame, window_ms: int, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per tumbling window of ``window_ms`` over ``created_ms`` (aligned to 0) and
-    (purgatory, kind): counts, latency p50/p99/max, lateness p50/p99/max, bytes."""
+    """Per tumbling window of ``window_ms`` over ``created_ms`` (aligned to 0, as
+    :func:`.figures.window_start_ms`) and (purgatory, kind): counts, latency
+    p50/p99/max, lateness p50/p99/max, bytes."""
     from pyspark.sql import functions as F
 
     if window_ms <= 0:
         raise ValueError(f"window_ms must be positive, not {window_ms}")
-    qs = {"p50": 0.5, "p99": 0.99}
     window = F.window(F.timestamp_millis(F.col("created_ms")), f"{window_ms} milliseconds")
     frame = prepared.groupBy(window.alias("w"), "purgatory", "kind").agg(
-        *_counts(), *_latency_lateness(accuracy, qs)
+        *_counts(), *_latency_lateness(accuracy, WINDOWS)
     )
     frame = frame.select(
         F.unix_millis(F.col("w.start")).alias("window_start_ms"),
         F.unix_millis(F.col("w.end")).alias("window_end_ms"),
         *[c for c in frame.columns if c != "w"],
     )
-    return _finish(frame, qs, ["window_start_ms", "window_end_ms", "purgatory", "kind"])
+    return _finish(frame, WINDOWS)
 
 
 def error_codes(prepared: DataFrame) -> DataFrame:
@@ -225,8 +205,9 @@ def error_codes(prepared: DataFrame) -> DataFrame:
 
 
 def bucket_index(value: Column, edges: tuple[int, ...]) -> Column:
-    """The bucket of ``value``: the number of edges <= value, minus one, clamped to
-    [0, len(edges) - 1]. A balanced tree of comparisons: O(log len(edges)) per row."""
+    """The bucket of ``value`` as :func:`.figures.bucket_index` defines it: the
+    number of edges <= value, minus one, clamped to [0, len(edges) - 1]. A
+    balanced tree of comparisons: O(log len(edges)) per row."""
     from pyspark.sql import functions as F
 
     def count_le(lo: int, hi: int) -> Column:
