@@ -23,7 +23,7 @@ from typing import cast
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 from idle_server import GOODBYE, SHUTDOWN, IdleServer  # noqa: E402
 

@@ -21,7 +21,7 @@ import pytest
 
 from .rawclient import RawClient, metadata_request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DESCRIPTOR_LIMIT = 48
 DEADLINE_S = 10.0
 SHORT = "cannot accept connections"

@@ -16,8 +16,8 @@ from kafka_broker.__main__ import parse_args
 from purgatory import TopicPartition
 from purgatory.broker import PartitionLog, build_batch, iter_batches, iter_records
 
-from ..broker.damage import Damage, bad_magic, damage_file, flip_payload
-from ..childproc import Child
+from ...broker.damage import Damage, bad_magic, damage_file, flip_payload
+from ...childproc import Child
 from .conftest import fast_config
 from .rawclient import (
     RawClient,
