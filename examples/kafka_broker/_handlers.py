@@ -21,8 +21,9 @@ Produce, per partition, before anything is appended:
    last_offset_delta + 1``, neither transactional nor control: else
    INVALID_RECORD (87); a truncated batch or a CRC-32C mismatch: CORRUPT_MESSAGE (2);
 3. a batch with a producer id goes through :class:`~._idempotence.ProducerStateTable`:
-   a retried batch is answered with its original offsets (acks=-1: once the
-   high watermark covers them) and is not appended again.
+   a retried batch is not appended again but answered with its original offsets,
+   through :meth:`Broker.await_replication` (acks=-1: once the high watermark
+   covers them, as for a new batch; one wait for all retries of a request).
 
 The rest go to :meth:`Broker.produce` in one call (acks=-1 becomes one
 DelayedProduce). Fetches go to :meth:`Broker.fetch` as a consumer
