@@ -209,17 +209,19 @@ class Followers:
         broker = self.broker
         while not self._stopping:
             await asyncio.sleep(interval_s)
-            before = self._high_watermarks(broker.partitions)
+            hook = self.on_high_watermark
+            before = None if hook is None else self._high_watermarks(broker.partitions)
             for tp, rid in broker.maybe_shrink_isr():
                 log.info("follower %d left the ISR of %s", rid, tp)
-            for tp, hw in before.items():
-                self.notify_if_moved(tp, hw)
+            if before is not None:
+                for tp, hw in before.items():
+                    self.notify_if_moved(tp, hw)
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def stop(self) -> None:
         """Let every task finish its current round (a paused follower ends at once),
-        then return. Idempotent."""
+        then return. Idempotent. O(tasks), plus the wait for their rounds."""
         self._stopping = True
         self.resume()
         tasks = list(self._tasks)
@@ -228,7 +230,7 @@ class Followers:
         await asyncio.gather(*tasks)
 
     async def close(self) -> None:
-        """Cancel every task and wait for them. Idempotent."""
+        """Cancel every task and wait for them. Idempotent. O(tasks)."""
         self._closed = True
         tasks = list(self._tasks)
         if self._isr_task is not None:

@@ -143,7 +143,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, validate, run, print the summary; 0 if every acknowledged record read
-    back, 1 if not, 2 for a bad setting."""
+    back, 1 if not, 2 for a bad setting. Costs the run (see :func:`.simulation.run`)."""
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)

@@ -25,7 +25,7 @@ HELP = "help"
 
 
 def setting(default: Any, help: str) -> Any:
-    """A dataclass field with ``default`` and its ``help`` text (for ``--help``)."""
+    """A dataclass field with ``default`` and its ``help`` text (for ``--help``). O(1)."""
     return field(default=default, metadata={HELP: help})
 
 
