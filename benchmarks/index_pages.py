@@ -2,7 +2,7 @@
 
 Kafka searches the last 8192 bytes of an offset index (the *warm section*) first,
 because readers ask mostly for the newest offsets. This report shows why, with a
-real :class:`~purgatory.broker._offset_index.OffsetIndex` and its page hook:
+real :class:`~purgatory.broker.storage.offset_index.OffsetIndex` and its page hook:
 
 1. **Growth.** The index grows one page (512 entries) at a time; after each step
    we look up the newest offset and list the pages each search reads. Plain binary
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from _machine import cpu_model
 
-from purgatory.broker._offset_index import ENTRY_BYTES, PAGE_BYTES, OffsetIndex
+from purgatory.broker.storage.offset_index import ENTRY_BYTES, PAGE_BYTES, OffsetIndex
 
 ENTRIES_PER_PAGE = PAGE_BYTES // ENTRY_BYTES
 

@@ -27,7 +27,6 @@ import asyncio
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -36,12 +35,14 @@ from pathlib import Path
 
 from _machine import cpu_model
 
+from purgatory.core import exact_quantile
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    """The exact ``q``-quantile (nearest rank, :func:`purgatory.core.exact_quantile`)."""
+    return exact_quantile(sorted(values), q)
 
 
 def start_broker(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
@@ -97,10 +98,10 @@ async def measure(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
         await producer.stop()
     lag = args.follower_lag_ms
     return {
-        "p50_ms": statistics.median(latencies_ms),
+        "p50_ms": quantile(latencies_ms, 0.5),
         "p90_ms": quantile(latencies_ms, 0.90),
         "p99_ms": quantile(latencies_ms, 0.99),
-        "p50_minus_lag_ms": statistics.median(latencies_ms) - lag,
+        "p50_minus_lag_ms": quantile(latencies_ms, 0.5) - lag,
         "p99_minus_lag_ms": quantile(latencies_ms, 0.99) - lag,
         "msgs_per_s": args.messages / elapsed_s,
         "mb_per_s": args.messages * args.record_bytes / elapsed_s / 1e6,

@@ -12,12 +12,26 @@ inside a function, except those under ``if TYPE_CHECKING:`` (they never run).
 * every other part of the package reaches another part only through that part's
   public modules (no path component starting with ``_``), and the broker reaches
   the core only through ``purgatory`` or ``purgatory.core`` themselves;
-* no import cycle among the package's modules.
+* the broker builds on the core's public API and the trace schema only
+  (``purgatory``, ``purgatory.core``, ``purgatory.tracing``), never on the
+  simulation or the pipeline;
+* the trace schema (``purgatory.tracing``) imports nothing of the package, so
+  a reader of traces needs no broker;
+* the simulation (``purgatory.sim``) is an application over public APIs:
+  ``purgatory``, ``purgatory.core``, ``purgatory.broker`` (the package, not its
+  modules) and ``purgatory.tracing``;
+* the pipeline (``purgatory.analytics``) takes from the broker only its error
+  table (``purgatory.broker.errors``), never its internals;
+* the examples and benchmarks import only public modules of the package, and
+  from each only names in its ``__all__`` (or its public submodules);
+* no import cycle among the package's modules;
+* ``import purgatory.analytics`` loads no heavy library.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,6 +155,84 @@ def test_parts_reach_each_other_only_through_public_modules(name: str) -> None:
             assert target in {"purgatory.core"}, f"{name} imports {target}: use purgatory"
 
 
+def _outside(name: str) -> set[str]:
+    """The modules of the package, outside ``name``'s part, that ``name`` imports."""
+    return {m for m in _internal(GRAPH, name) if _part(m) != _part(name)}
+
+
+@pytest.mark.parametrize("name", sorted(m for m in GRAPH if _part(m) == "purgatory.broker"))
+def test_the_broker_builds_on_the_core_api_and_the_trace_schema(name: str) -> None:
+    allowed = {"purgatory", "purgatory.core", "purgatory.tracing"}
+    assert _outside(name) <= allowed, f"{name} imports {_outside(name) - allowed}"
+
+
+def test_the_trace_schema_imports_nothing_of_the_package() -> None:
+    assert _internal(GRAPH, "purgatory.tracing") == set()
+
+
+@pytest.mark.parametrize("name", sorted(m for m in GRAPH if _part(m) == "purgatory.sim"))
+def test_the_simulation_is_an_application_over_public_apis(name: str) -> None:
+    allowed = {"purgatory", "purgatory.core", "purgatory.broker", "purgatory.tracing"}
+    assert _outside(name) <= allowed, f"{name} imports {_outside(name) - allowed}"
+
+
+@pytest.mark.parametrize("name", sorted(m for m in GRAPH if _part(m) == "purgatory.analytics"))
+def test_the_pipeline_takes_only_the_error_table_from_the_broker(name: str) -> None:
+    broker = {m for m in _outside(name) if _part(m) == "purgatory.broker"}
+    assert broker <= {"purgatory.broker.errors"}, f"{name} imports {broker}"
+
+
+def _names_from(
+    path: Path, module: str, names: list[ast.alias]
+) -> Iterator[tuple[Path, str, str | None]]:
+    if module.split(".", maxsplit=1)[0] == "purgatory":
+        for alias in names:
+            yield path, module, alias.name
+
+
+def _client_imports() -> Iterator[tuple[Path, str, str | None]]:
+    """(file, module, name) for each ``purgatory`` import in examples/ and benchmarks/;
+    name is None for ``import module``."""
+    for folder in ("examples", "benchmarks"):
+        for path in sorted((ROOT.parent / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name.split(".")[0] == "purgatory":
+                            yield path, alias.name, None
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    yield from _names_from(path, node.module, node.names)
+
+
+CLIENT_IMPORTS = sorted(set(_client_imports()), key=str)
+
+
+def test_the_examples_and_benchmarks_are_seen() -> None:
+    modules = {module for _, module, _ in CLIENT_IMPORTS}
+    assert {"purgatory", "purgatory.broker", "purgatory.sim"} <= modules
+
+
+@pytest.mark.parametrize(
+    ("path", "module", "name"),
+    CLIENT_IMPORTS,
+    ids=[f"{p.name}:{m}.{n}" for p, m, n in CLIENT_IMPORTS],
+)
+def test_examples_and_benchmarks_use_public_apis_only(
+    path: Path, module: str, name: str | None
+) -> None:
+    private = [part for part in module.split(".") if part.startswith("_")]
+    assert not private, f"{path.name} imports the private module {module}"
+    if name is None:
+        return
+    imported = importlib.import_module(module)
+    submodule = f"{module}.{name}"
+    if submodule in GRAPH:
+        assert not name.startswith("_"), f"{path.name} imports the private module {submodule}"
+        return
+    exported = getattr(imported, "__all__", None)
+    assert exported is not None and name in exported, f"{path.name}: {module}.{name} is not public"
+
+
 def test_no_import_cycles() -> None:
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -178,3 +270,17 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     assert not cycles, cycles
+
+
+def test_importing_analytics_loads_no_heavy_library() -> None:
+    """pandas, pyarrow, numpy and pyspark (and the broker) load when a job needs
+    them, not when the package is imported."""
+    import subprocess
+
+    code = (
+        "import sys, purgatory.analytics;"
+        "heavy = {'pandas', 'pyarrow', 'numpy', 'pyspark', 'py4j', 'purgatory.broker'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -18,6 +18,8 @@ PACKAGES = [
     "purgatory.core",
     "purgatory.aio",
     "purgatory.broker",
+    "purgatory.broker.storage",
+    "purgatory.sim",
     "purgatory.analytics",
 ]
 

@@ -14,9 +14,9 @@ Modules, one job each:
 * :mod:`._codec`: kafka-python's ``kafka.protocol`` classes, the supported
   versions, frame helpers;
 * :mod:`._handlers`: the server logic, one synchronous handler per API over
-  :class:`purgatory.broker.Broker`;
+  :class:`purgatory.broker.Broker` (its simulated followers and ISR check are
+  :class:`purgatory.broker.Followers`, the simulation's);
 * :mod:`._idempotence`: producer ids and the dedupe of retried batches;
-* :mod:`._replicas`: simulated followers with lag, the ISR checker;
 * :mod:`._shortage`: running out of file descriptors, logged once per shortage;
 * :mod:`._accept`: the accept loop, which pauses while descriptors are short;
 * :mod:`._connection`: one connection: replies in request order, bad input
@@ -28,9 +28,8 @@ Modules, one job each:
 from ._codec import SUPPORTED_APIS, ApiSpec
 from ._config import DEFAULT_PORT, WireConfig
 from ._connection import WireStats
-from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler, WireError
+from ._handlers import TOPIC_NAME, CloseConnection, RequestHandler
 from ._idempotence import ProducerIdAllocator, ProducerStateTable
-from ._replicas import FollowerReplicas, HighWatermarkHook
 from ._server import KafkaWireBroker
 from ._thread import BrokerThread
 
@@ -41,13 +40,10 @@ __all__ = [
     "ApiSpec",
     "BrokerThread",
     "CloseConnection",
-    "FollowerReplicas",
-    "HighWatermarkHook",
     "KafkaWireBroker",
     "ProducerIdAllocator",
     "ProducerStateTable",
     "RequestHandler",
     "WireConfig",
-    "WireError",
     "WireStats",
 ]

@@ -27,6 +27,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from purgatory.broker import ErrorCode
+
 with warnings.catch_warnings():
     # read_text warns, and so does the open_text it calls
     warnings.filterwarnings(
@@ -233,7 +235,9 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
     Kafka's rule: a client that asked with a version the broker does not know
     gets this, and retries with the highest version both sides support. O(APIs).
     """
-    response = ApiVersionsResponse(version=0, error_code=35, api_keys=_api_keys())
+    response = ApiVersionsResponse(
+        version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys()
+    )
     return encode_response(response, correlation_id)
 
 

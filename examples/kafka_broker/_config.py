@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from purgatory.core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+
 from ._idempotence import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 __all__ = ["DEFAULT_PORT", "WireConfig"]
@@ -39,8 +41,8 @@ class WireConfig:
     max_frame_wait_ms: int = 30_000  # from a request's first byte to its last
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # one day
     cluster_id: str = "purgatory-wire-example"
-    tick_ms: int = 1
-    wheel_size: int = 20
+    tick_ms: int = DEFAULT_TICK_MS
+    wheel_size: int = DEFAULT_WHEEL_SIZE
     flush_messages: int | None = None  # Kafka's flush.messages (fsync); None: never
     flush_ms: int | None = None  # Kafka's flush.ms; None: never
 

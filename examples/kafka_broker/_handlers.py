@@ -21,8 +21,9 @@ Produce, per partition, before anything is appended:
    last_offset_delta + 1``, neither transactional nor control: else
    INVALID_RECORD (87); a truncated batch or a CRC-32C mismatch: CORRUPT_MESSAGE (2);
 3. a batch with a producer id goes through :class:`~._idempotence.ProducerStateTable`:
-   a retried batch is answered with its original offsets (acks=-1: once the
-   high watermark covers them) and is not appended again.
+   a retried batch is not appended again but answered with its original offsets,
+   through :meth:`Broker.await_replication` (acks=-1: once the high watermark
+   covers them, as for a new batch; one wait for all retries of a request).
 
 The rest go to :meth:`Broker.produce` in one call (acks=-1 becomes one
 DelayedProduce). Fetches go to :meth:`Broker.fetch` as a consumer
@@ -64,16 +65,17 @@ from typing import Any, Generic, TypeVar
 from purgatory import SystemTimer, TopicPartition
 from purgatory.broker import (
     Broker,
+    CorruptRecordError,
     DelayedProduce,
     ErrorCode,
     FetchPartitionData,
     FetchPartitionStatus,
+    Followers,
     ProducePartitionResponse,
     ProducePartitionStatus,
     RecordBatchHeader,
     validate_batch,
 )
-from purgatory.broker.records import CorruptRecordError
 
 from . import _codec as codec
 from ._config import WireConfig
@@ -83,10 +85,9 @@ from ._idempotence import (
     ProducerStateTable,
     last_sequence,
 )
-from ._replicas import FollowerReplicas
 from ._shortage import OUT_OF_DESCRIPTORS, Shortage
 
-__all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler", "WireError"]
+__all__ = ["TOPIC_NAME", "CloseConnection", "Pending", "Reply", "RequestHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +95,6 @@ T = TypeVar("T")
 
 #: Kafka's legal topic names (also safe as directory names: "." and ".." are refused).
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-class WireError:
-    """Error codes the wire layer adds to :class:`purgatory.broker.ErrorCode`."""
-
-    CORRUPT_MESSAGE = 2
-    LEADER_NOT_AVAILABLE = 5
-    COORDINATOR_NOT_AVAILABLE = 15
-    INVALID_TOPIC_EXCEPTION = 17
-    INVALID_REQUIRED_ACKS = 21
-    UNSUPPORTED_VERSION = 35
-    INVALID_REQUEST = 42
-    INVALID_RECORD = 87
 
 
 class CloseConnection(Exception):
@@ -146,7 +134,7 @@ class RequestHandler:
     def __init__(
         self,
         broker: Broker,
-        replicas: FollowerReplicas,
+        replicas: Followers,
         config: WireConfig,
         advertised: Callable[[], tuple[str, int]],
         *,
@@ -219,7 +207,7 @@ class RequestHandler:
         if known is not None:
             return known
         if TOPIC_NAME.fullmatch(name) is None or name in (".", ".."):
-            return WireError.INVALID_TOPIC_EXCEPTION
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
         cfg = self.config
         broker = self.broker
         missing = [
@@ -236,7 +224,7 @@ class RequestHandler:
             )
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self._creatable <= 0:
-            return WireError.LEADER_NOT_AVAILABLE  # created by a later request
+            return ErrorCode.LEADER_NOT_AVAILABLE  # created by a later request
         self._creatable -= len(missing)
         followers = range(1, cfg.followers + 1)
         for tp in missing:
@@ -257,7 +245,7 @@ class RequestHandler:
                     "file descriptors free up"
                 )
                 return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            self.replicas.add_partition(tp)
+            self.replicas.follow([tp])
         self.partition_descriptors.clear()
         entry = (cfg.partitions, uuid.uuid4())
         self._topics[name] = entry
@@ -344,7 +332,7 @@ class RequestHandler:
         response = codec.FindCoordinatorResponse(
             version=req.api_version,
             throttle_time_ms=0,
-            error_code=WireError.COORDINATOR_NOT_AVAILABLE,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
             error_message="this example broker has no group or transaction coordinator",
             node_id=-1,
             host="",
@@ -356,9 +344,9 @@ class RequestHandler:
         body = req.body
         if body.transactional_id is not None:
             # transactions need a transaction coordinator, which this broker does not have
-            error, pid, epoch = WireError.COORDINATOR_NOT_AVAILABLE, -1, -1
+            error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
         else:
-            error = 0
+            error = ErrorCode.NONE
             pid, epoch = self.producer_ids.init_producer_id(body.producer_id, body.producer_epoch)
         response = codec.InitProducerIdResponse(
             version=req.api_version,
@@ -386,7 +374,7 @@ class RequestHandler:
                 elif p.timestamp == -1:  # latest: the high watermark (= LSO, no transactions)
                     offset, epoch = partition.high_watermark, partition.leader_epoch
                 else:  # lookups by time are not implemented
-                    error = WireError.INVALID_REQUEST
+                    error = ErrorCode.INVALID_REQUEST
                 parts.append(
                     lr.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
@@ -409,20 +397,21 @@ class RequestHandler:
         answered: dict[TopicPartition, ProducePartitionResponse] = {}  # known before any wait
         entries: dict[TopicPartition, bytes] = {}
         headers: dict[TopicPartition, RecordBatchHeader] = {}
-        duplicates: list[DelayedProduce] = []
+        duplicates: dict[TopicPartition, tuple[int, int]] = {}  # retried: (base, last offset)
         for topic in body.topic_data:
             name = topic.name
             indexes = [pd.index for pd in topic.partition_data]
             order.append((name, indexes))
-            entry = self.topic(name) if isinstance(name, str) else WireError.INVALID_TOPIC_EXCEPTION
+            entry = self.topic(name) if isinstance(name, str) else ErrorCode.INVALID_TOPIC_EXCEPTION
             for pd in topic.partition_data:
                 tp = TopicPartition(name, pd.index)
-                if tp in answered or tp in entries:
-                    answered[tp] = _produce_error(WireError.INVALID_REQUEST)
+                if tp in answered or tp in entries or tp in duplicates:
+                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUEST)
                     entries.pop(tp, None)
+                    duplicates.pop(tp, None)
                     continue
                 if acks not in (-1, 0, 1):
-                    answered[tp] = _produce_error(WireError.INVALID_REQUIRED_ACKS)
+                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
                 if isinstance(entry, int):
                     answered[tp] = _produce_error(entry)
@@ -445,12 +434,8 @@ class RequestHandler:
                     if isinstance(verdict, int):
                         answered[tp] = _produce_error(verdict)
                         continue
-                    if verdict is not None:
-                        dup = self._duplicate(tp, verdict, acks, body.timeout_ms)
-                        if dup.is_done:
-                            answered[tp] = dup.result()[tp]
-                        else:
-                            duplicates.append(dup)
+                    if verdict is not None:  # a retry: answered with its first offsets
+                        duplicates[tp] = (verdict.base_offset, verdict.last_offset)
                         continue
                 entries[tp] = pd.records
                 headers[tp] = checked
@@ -468,7 +453,12 @@ class RequestHandler:
             if failed:  # Kafka's way of telling an acks=0 producer: drop the connection
                 raise CloseConnection(f"acks=0 produce failed for {sorted(map(str, failed))}")
             return None
-        waits = [w for w in (op, *duplicates) if w is not None]
+        retried = None
+        if duplicates:
+            retried = self.broker.await_replication(
+                duplicates, acks=acks, timeout_ms=max(0, body.timeout_ms)
+            )
+        waits = [w for w in (op, retried) if w is not None]
         version, cid = req.api_version, req.correlation_id
 
         def finish(outcomes: list[dict[TopicPartition, ProducePartitionResponse]]) -> bytes:
@@ -484,24 +474,6 @@ class RequestHandler:
     def _high_watermark(self, tp: TopicPartition) -> int:
         partition = self.broker.partition(tp)
         return -1 if partition is None else partition.high_watermark
-
-    def _duplicate(
-        self, tp: TopicPartition, batch: BatchMetadata, acks: int, timeout_ms: int
-    ) -> DelayedProduce:
-        """The answer to a retried batch: its original offsets, once replicated if acks=-1."""
-        status = ProducePartitionStatus(
-            required_offset=batch.last_offset + 1,
-            base_offset=batch.base_offset,
-            size_bytes=0,
-            acks_pending=acks == -1,
-            error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
-        )
-        op = DelayedProduce(max(0, timeout_ms), {tp: status}, self.broker.partition)
-        if acks == -1:
-            self.broker.produce_purgatory.try_complete_else_watch(op, [tp])
-        else:
-            op.force_complete()
-        return op
 
     def _record_appends(
         self,
@@ -633,24 +605,24 @@ def check_produce_batch(records: bytes | None) -> RecordBatchHeader | int:  # no
     """The batch's header if ``records`` is exactly one valid magic-2 batch, else the
     error code: INVALID_RECORD (87) or CORRUPT_MESSAGE (2). O(len(records)) (the CRC)."""
     if records is None or len(records) < _HEADER_MAGIC_AT + 1:
-        return WireError.INVALID_RECORD if not records else WireError.CORRUPT_MESSAGE
+        return ErrorCode.INVALID_RECORD if not records else ErrorCode.CORRUPT_MESSAGE
     if records[_HEADER_MAGIC_AT] != 2:
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     try:
         header = RecordBatchHeader.parse(records)
     except CorruptRecordError:
-        return WireError.CORRUPT_MESSAGE
+        return ErrorCode.CORRUPT_MESSAGE
     if header.size_bytes < len(records):  # more than one batch (or trailing bytes)
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     try:
         validate_batch(records, check_crc=True)
     except CorruptRecordError:
-        return WireError.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
+        return ErrorCode.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
     if (
         header.records_count != header.last_offset_delta + 1
         or header.attributes & _RECORD_BITS_TRANSACTIONAL_OR_CONTROL
     ):
-        return WireError.INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     return header
 
 

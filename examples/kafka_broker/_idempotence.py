@@ -59,12 +59,11 @@ from collections import deque
 from dataclasses import dataclass
 
 from purgatory import IdleTracker, SystemTimer, TopicPartition
+from purgatory.broker import ErrorCode
 
 __all__ = [
     "CACHED_BATCHES",
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
-    "INVALID_PRODUCER_EPOCH",
-    "OUT_OF_ORDER_SEQUENCE_NUMBER",
     "BatchMetadata",
     "ProducerIdAllocator",
     "ProducerStateTable",
@@ -74,8 +73,6 @@ __all__ = [
 CACHED_BATCHES = 5
 #: Kafka's producer.id.expiration.ms: one day.
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
 _SEQUENCE_MODULUS = 2**31
 _MAX_EPOCH = 2**15 - 1
 
@@ -146,16 +143,16 @@ class ProducerStateTable:
         if entry is None:
             return None
         if epoch < entry.epoch:
-            return INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH
         if epoch > entry.epoch:
-            return None if base_sequence == 0 else OUT_OF_ORDER_SEQUENCE_NUMBER
+            return None if base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         for batch in entry.batches:
             if batch.first_sequence == base_sequence and batch.last_sequence == last_seq:
                 return batch
         if entry.batches:
             expected = (entry.batches[-1].last_sequence + 1) % _SEQUENCE_MODULUS
             if base_sequence != expected:
-                return OUT_OF_ORDER_SEQUENCE_NUMBER
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         return None
 
     def record(

@@ -27,13 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from purgatory import SystemTimer
-from purgatory.broker import Broker, CorruptRecordError
+from purgatory.broker import Broker, CorruptRecordError, Followers, HighWatermarkHook
 
 from ._accept import Acceptor, listen
 from ._config import WireConfig
 from ._connection import Connection, ConnectionLimits, WireStats
 from ._handlers import TOPIC_NAME, RequestHandler
-from ._replicas import FollowerReplicas, HighWatermarkHook
 
 __all__ = ["WIRE_TICK_MS", "KafkaWireBroker", "WireStats", "existing_topics"]
 
@@ -73,7 +72,7 @@ class KafkaWireBroker:
         self.stats = WireStats()
         self._on_high_watermark = on_high_watermark
         self._broker: Broker | None = None
-        self._replicas: FollowerReplicas | None = None
+        self._replicas: Followers | None = None
         self._handler: RequestHandler | None = None
         self._timer: SystemTimer | None = None
         self._limits: ConnectionLimits | None = None
@@ -108,7 +107,7 @@ class KafkaWireBroker:
         return self._timer
 
     @property
-    def replicas(self) -> FollowerReplicas:
+    def replicas(self) -> Followers:
         if self._replicas is None:
             raise RuntimeError("the wire broker is not started")
         return self._replicas
@@ -154,7 +153,7 @@ class KafkaWireBroker:
         await timer.__aenter__()
         self._timer = timer
         self._limits = ConnectionLimits(cfg, timer, self.stats)
-        self._replicas = FollowerReplicas(
+        self._replicas = Followers(
             broker,
             range(1, cfg.followers + 1),
             lag_ms=cfg.follower_lag_ms,

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar
 
+from purgatory.broker import HighWatermarkHook
+
 from ._config import WireConfig
-from ._replicas import HighWatermarkHook
 from ._server import KafkaWireBroker
 
 __all__ = ["BrokerThread"]

@@ -3,14 +3,17 @@
 Two jobs, both in local mode by default and unchanged on a cluster:
 
 * trace reports (:func:`build_report`): delayed-operation traces (Parquet, see
-  :mod:`purgatory.broker.trace`) into figures per purgatory, kind,
-  topic-partition and time window, written as Parquet and one HTML page;
+  :mod:`purgatory.tracing`) into figures per purgatory, kind,
+  topic-partition and time window (defined in :mod:`.figures`, computed by
+  Spark; :mod:`.exact` is the exact reference), written as Parquet and one
+  HTML page;
 * sweeps (:func:`run_sweep`): a grid of timer configurations, one Spark task
   each, ranked by CPU per operation and expiry lateness.
 
-The core package never imports this one; pyspark is imported only inside it,
-and only when a session or a job needs it. Command line:
-``python -m purgatory.analytics --help``.
+The core package never imports this one. Importing it is cheap: pyspark,
+pandas, pyarrow and numpy (and the broker's error table) are imported inside
+the functions that need them, when a session or a job runs (a test checks it).
+Command line: ``python -m purgatory.analytics --help``.
 """
 
 from ._session import Progress, build_session

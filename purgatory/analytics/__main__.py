@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._figures import DEFAULT_ACCURACY
 from ._session import DEFAULT_MASTER
+from ._spark_figures import DEFAULT_ACCURACY
+from .figures import DEFAULT_WINDOW_MS
 
 __all__ = ["main"]
 
@@ -25,7 +26,7 @@ output:
   DIR/tables/<figure>/       each figure as Parquet: row_checks, by_kind,
                              by_partition, windows, error_codes,
                              latency_histogram, lateness_histogram
-The trace schema is purgatory.broker.trace.TRACE_COLUMNS.
+The trace schema is purgatory.tracing.TRACE_COLUMNS.
 """
 
 _EPILOG_SWEEP = """\
@@ -91,9 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--window-ms",
         type=_positive_int,
-        default=1_000,
+        default=DEFAULT_WINDOW_MS,
         metavar="N",
-        help="size of the time windows over created_ms, in ms (default 1000)",
+        help=f"size of the time windows over created_ms, in ms (default {DEFAULT_WINDOW_MS})",
     )
     report.add_argument(
         "--accuracy",

@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from . import _svg
 from ._trace import REASONS, RowCheck
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["TraceReportData", "page", "render_trace_report", "table"]
 
@@ -54,6 +55,8 @@ def page(title: str, sections: Sequence[str], subtitle: str = "") -> str:
 
 def _cell(value: Any) -> tuple[str, bool]:
     """(text, is_number) for a table cell."""
+    import pandas as pd
+
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-", True
     if isinstance(value, bool):
@@ -122,6 +125,8 @@ def _rows_section(rows: RowCheck) -> str:
             f'<p class="bad">{rows.bad:,} of {rows.total:,} rows ({escape(percent)}) '
             "are impossible and are excluded from every figure in this report.</p>"
         )
+    import pandas as pd
+
     frame = pd.DataFrame(
         {
             "reason": list(REASONS),
@@ -183,6 +188,8 @@ def _histograms(frame: pd.DataFrame, what: str, x_label: str) -> str:
 
 
 def _over_time(frame: pd.DataFrame, value: str, title: str, y_label: str) -> str:
+    import pandas as pd
+
     if frame.empty:
         return '<p class="note">No operations.</p>'
     origin = float(frame["window_start_ms"].min())

@@ -2,13 +2,13 @@
 
 :func:`read_trace` reads one or many Parquet files or folders (with schema
 merging, so files that disagree are caught) and refuses a trace whose schema
-does not match :data:`purgatory.broker.trace.TRACE_COLUMNS`, naming every
+does not match :data:`purgatory.tracing.TRACE_COLUMNS`, naming every
 missing and every mistyped column. Extra columns are allowed and ignored.
 
 :func:`check_rows` classifies rows in one pass. A row is *impossible* when it
 has a null where the schema forbids one, completed before it was created, has a
 deadline before its creation, negative bytes, an outcome outside
-:data:`~purgatory.broker.trace.OUTCOMES`, or a different number of error codes
+:data:`~purgatory.tracing.OUTCOMES`, or a different number of error codes
 and keys. Each reason is counted on its own (a row may count under several),
 bad rows are counted once in total, and only the valid rows go on to the
 figures. Nothing is dropped silently: the counts are written to the report.
@@ -22,7 +22,7 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from purgatory.broker.trace import OUTCOMES, TRACE_COLUMNS
+from purgatory.tracing import OUTCOMES, TRACE_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -100,7 +100,7 @@ def read_trace(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     if problems:
         raise TraceSchemaError(
             f"not a purgatory trace in {', '.join(names)}: {'. '.join(problems)}. "
-            "See purgatory.broker.trace.TRACE_COLUMNS for the schema."
+            "See purgatory.tracing.TRACE_COLUMNS for the schema."
         )
     return frame.select(*[name for name, _ in TRACE_COLUMNS])
 

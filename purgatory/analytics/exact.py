@@ -5,11 +5,14 @@ measured against (``benchmarks/analytics_bench.py``). It loads the whole trace
 into memory, so it is bounded by one machine's RAM, and computes:
 
 * the impossible-row counts with the same reasons as :mod:`._trace`;
-* every figure of :mod:`._figures` with the same columns, except that
-  percentiles are exact: the value of 1-based rank ``ceil(q * n)`` in the
-  sorted group (the "inverted CDF" definition, which ``percentile_approx``
-  approximates). Percentiles come from one sort per figure: values are sorted
-  by (group, value) and each group's ranks are read by index, O(n log n).
+* every figure of :mod:`.figures` (as :mod:`._spark_figures` computes it),
+  with the same columns, except that
+  percentiles are exact: the value of 1-based rank ``max(1, ceil(q * n))`` in
+  the sorted group (the "inverted CDF" definition, which ``percentile_approx``
+  approximates), the rank :func:`purgatory.core.quantile_rank` gives.
+  Percentiles come from one sort per figure: values are sorted by (group,
+  value), each group's rank is computed once per quantile by that function
+  (O(groups) calls, not O(rows)) and read by index, O(n log n) in all.
 
 Memory: about 60 bytes per operation plus 40 per (operation, key) pair, with
 the key strings dictionary-encoded.
@@ -26,16 +29,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from purgatory.broker.trace import OUTCOMES, TRACE_COLUMNS
+from purgatory.broker.errors import ERROR_NAMES
+from purgatory.core import quantile_rank
+from purgatory.tracing import OUTCOMES, TRACE_COLUMNS
 
-from ._figures import ERROR_NAMES, LATENCY_EDGES_MS, LATENESS_EDGES_MS
 from ._trace import REASONS, RowCheck
+from .figures import BY_KIND, BY_PARTITION, HISTOGRAMS, LATENESS_QUANTILES, WINDOWS, Summary
 
-__all__ = ["check_rows", "figures", "group_quantiles", "load_trace"]
-
-_LATENCY_QS = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
-_WINDOW_QS = {"p50": 0.5, "p99": 0.99}
-_LATENESS_QS = {"p50": 0.5, "p99": 0.99}
+__all__ = [
+    "bucket_indexes",
+    "check_rows",
+    "figures",
+    "group_quantiles",
+    "load_trace",
+    "window_starts",
+]
 
 
 def load_trace(paths: Sequence[str | Path]) -> pa.Table:
@@ -106,7 +114,8 @@ def check_rows(table: pa.Table) -> tuple[pa.Table, RowCheck]:
 def group_quantiles(
     frame: pd.DataFrame, keys: list[str], column: str, qs: dict[str, float], prefix: str
 ) -> pd.DataFrame:
-    """Exact quantiles (rank ``ceil(q n)``) of ``column`` per group, nulls skipped.
+    """Exact quantiles (:func:`purgatory.core.quantile_rank`) of ``column`` per
+    group, nulls skipped.
 
     One stable sort by (keys, value), then an index per group and quantile.
     O(n log n) time, O(n) memory.
@@ -118,8 +127,9 @@ def group_quantiles(
     starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
     values = sub[column].to_numpy()
     out = pd.DataFrame(index=sizes.index)
+    sizes_list = n.tolist()
     for name, q in qs.items():
-        rank = np.maximum(np.ceil(np.round(q * n, 9)).astype(np.int64), 1)
+        rank = np.array([quantile_rank(q, size) for size in sizes_list], dtype=np.int64)
         out[f"{prefix}_{name}_ms"] = values[starts + rank - 1].astype(np.int64)
     out[f"{prefix}_max_ms"] = values[starts + n - 1].astype(np.int64)
     return out
@@ -155,7 +165,8 @@ def _operations(table: pa.Table) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame
     return ops, parent, pairs
 
 
-def _summarise(frame: pd.DataFrame, keys: list[str], latency_qs: dict[str, float]) -> pd.DataFrame:
+def _summarise(frame: pd.DataFrame, summary: Summary) -> pd.DataFrame:
+    keys = list(summary.keys)
     grouped = frame.groupby(keys, observed=True, sort=True)
     out = grouped.agg(
         operations=("completed", "size"),
@@ -164,15 +175,28 @@ def _summarise(frame: pd.DataFrame, keys: list[str], latency_qs: dict[str, float
         cancelled=("cancelled", "sum"),
         bytes=("bytes", "sum"),
     )
-    out = out.join(group_quantiles(frame, keys, "latency_ms", latency_qs, "latency"))
-    out = out.join(group_quantiles(frame, keys, "lateness_ms", _LATENESS_QS, "lateness"))
+    out = out.join(group_quantiles(frame, keys, "latency_ms", summary.latency_quantiles, "latency"))
+    out = out.join(group_quantiles(frame, keys, "lateness_ms", LATENESS_QUANTILES, "lateness"))
     return out
+
+
+def bucket_indexes(values: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    """:func:`.figures.bucket_index` of every value (edges at or below it, minus
+    one, clamped), vectorised. O(n log len(edges))."""
+    bucket = np.searchsorted(np.array(edges), values, side="right") - 1
+    clipped: np.ndarray = np.clip(bucket, 0, len(edges) - 1)
+    return clipped
+
+
+def window_starts(created_ms: np.ndarray, window_ms: int) -> np.ndarray:
+    """:func:`.figures.window_start_ms` of every value, vectorised. O(n)."""
+    starts: np.ndarray = created_ms // window_ms * window_ms
+    return starts
 
 
 def _histogram(ops: pd.DataFrame, column: str, edges: tuple[int, ...]) -> pd.DataFrame:
     sub = ops.loc[ops[column].notna(), ["purgatory", "kind", column]]
-    bucket = np.searchsorted(np.array(edges), sub[column].to_numpy(), side="right") - 1
-    sub = sub.assign(bucket=np.clip(bucket, 0, len(edges) - 1))
+    sub = sub.assign(bucket=bucket_indexes(sub[column].to_numpy(), edges))
     out = sub.groupby(["purgatory", "kind", "bucket"], observed=True).size().rename("count")
     out = out.reset_index()
     out["lo_ms"] = np.array(edges)[out["bucket"].to_numpy()]
@@ -186,7 +210,7 @@ def figures(valid: pa.Table, window_ms: int) -> dict[str, pd.DataFrame]:
     ops, parent, pairs = _operations(valid)
     tables: dict[str, pd.DataFrame] = {}
 
-    by_kind = _summarise(ops, ["purgatory", "kind"], _LATENCY_QS)
+    by_kind = _summarise(ops, BY_KIND)
     codes = valid.column("error_codes").combine_chunks()
     flat = pc.list_flatten(codes).to_numpy()
     has_error = np.bincount(parent[flat != 0], minlength=len(ops)) > 0
@@ -198,20 +222,19 @@ def figures(valid: pa.Table, window_ms: int) -> dict[str, pd.DataFrame]:
         .groupby(["purgatory", "kind"], observed=True)[["key_watches", "with_error"]]
         .sum()
     )
-    tables["by_kind"] = by_kind.join(extra).reset_index()
+    tables[BY_KIND.name] = by_kind.join(extra).reset_index()
 
-    by_partition = _summarise(pairs, ["purgatory", "key"], _LATENCY_QS)
+    by_partition = _summarise(pairs, BY_PARTITION)
     errors = (
         pairs.assign(errors=(pairs["code"] != 0).astype(np.int64))
         .groupby(["purgatory", "key"], observed=True)["errors"]
         .sum()
     )
-    tables["by_partition"] = by_partition.join(errors).reset_index()
+    tables[BY_PARTITION.name] = by_partition.join(errors).reset_index()
 
-    start = ops["created_ms"].to_numpy() // window_ms * window_ms
+    start = window_starts(ops["created_ms"].to_numpy(), window_ms)
     windowed = ops.assign(window_start_ms=start, window_end_ms=start + window_ms)
-    keys = ["window_start_ms", "window_end_ms", "purgatory", "kind"]
-    tables["windows"] = _summarise(windowed, keys, _WINDOW_QS).reset_index()
+    tables[WINDOWS.name] = _summarise(windowed, WINDOWS).reset_index()
 
     error_codes = (
         (pairs.groupby(["purgatory", "kind", "code"], observed=True).size().rename("results"))
@@ -223,8 +246,8 @@ def figures(valid: pa.Table, window_ms: int) -> dict[str, pd.DataFrame]:
     )
     tables["error_codes"] = error_codes
 
-    tables["latency_histogram"] = _histogram(ops, "latency_ms", LATENCY_EDGES_MS)
-    tables["lateness_histogram"] = _histogram(ops, "lateness_ms", LATENESS_EDGES_MS)
+    for histogram in HISTOGRAMS:
+        tables[histogram.name] = _histogram(ops, histogram.column, histogram.edges)
     for frame in tables.values():
         for column in ("purgatory", "kind", "key"):
             if column in frame:

@@ -4,8 +4,9 @@
 
 1. read the trace (Parquet files or folders) and check its schema;
 2. count impossible rows per reason (one pass) and keep the valid ones;
-3. to 8. compute each figure of :mod:`._figures` (per kind, per partition, time
-   windows, error codes, latency and lateness histograms) and write it as
+3. to 8. compute each figure of :mod:`.figures` (per kind, per partition, time
+   windows, error codes, latency and lateness histograms; the Spark code is
+   :mod:`._spark_figures`) and write it as
    Parquet under ``OUT/tables/<figure>/``: one Spark job each, small output;
 9. read the small tables back, render ``OUT/report.html``.
 
@@ -33,17 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from . import _figures
+from . import _spark_figures as spark_figures
 from ._html import TraceReportData, render_trace_report
 from ._session import Progress
 from ._trace import REASONS, RowCheck, check_rows, read_trace
+from .figures import BY_KIND, BY_PARTITION, DEFAULT_WINDOW_MS, HISTOGRAMS, WINDOWS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DEFAULT_WINDOW_MS", "MAX_CHART_WINDOWS", "ReportResult", "build_report"]
 
-DEFAULT_WINDOW_MS = 1_000
 DEFAULT_TOP_KEYS = 20
 #: windows per (purgatory, kind) collected for the charts; the Parquet has all
 MAX_CHART_WINDOWS = 2_000
@@ -67,7 +68,7 @@ def build_report(
     out_dir: str | Path,
     *,
     window_ms: int = DEFAULT_WINDOW_MS,
-    accuracy: int = _figures.DEFAULT_ACCURACY,
+    accuracy: int = spark_figures.DEFAULT_ACCURACY,
     top_keys: int = DEFAULT_TOP_KEYS,
     cache: bool = True,
     progress: bool = True,
@@ -106,28 +107,22 @@ def build_report(
             "reason string, meaning string, rows long",
         )
         tables = {"row_checks": _write(checks.coalesce(1), out, "row_checks")}
-    prepared = _figures.prepare(valid)
+    prepared = spark_figures.prepare(valid)
     if cache:
         prepared = prepared.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         figures: list[tuple[str, str, DataFrame]] = [
-            ("by_kind", "per purgatory and kind", _figures.by_kind(prepared, accuracy)),
+            (BY_KIND.name, BY_KIND.label, spark_figures.by_kind(prepared, accuracy)),
             (
-                "by_partition",
-                "per topic-partition",
-                _figures.by_partition(prepared, accuracy),
+                BY_PARTITION.name,
+                BY_PARTITION.label,
+                spark_figures.by_partition(prepared, accuracy),
             ),
-            ("windows", "time windows", _figures.windows(prepared, window_ms, accuracy)),
-            ("error_codes", "error codes", _figures.error_codes(prepared)),
-            (
-                "latency_histogram",
-                "latency histogram",
-                _figures.histogram(prepared, "latency_ms", _figures.LATENCY_EDGES_MS),
-            ),
-            (
-                "lateness_histogram",
-                "lateness histogram",
-                _figures.histogram(prepared, "lateness_ms", _figures.LATENESS_EDGES_MS),
+            (WINDOWS.name, WINDOWS.label, spark_figures.windows(prepared, window_ms, accuracy)),
+            ("error_codes", "error codes", spark_figures.error_codes(prepared)),
+            *(
+                (h.name, h.label, spark_figures.histogram(prepared, h.column, h.edges))
+                for h in HISTOGRAMS
             ),
         ]
         for name, label, frame in figures:

@@ -3,12 +3,12 @@
 Use it with ``python -m purgatory.analytics sweep --task
 purgatory.analytics.simulation_task:run_simulation --grid tick_ms=1,10
 wheel_size=20,64 follower_lag_ms=5,50 produce_rate=500,2000 ...``. Each grid key
-is a field of :class:`purgatory.broker.simulation.SimulationConfig` (unknown keys
+is a field of :class:`purgatory.sim.SimulationConfig` (unknown keys
 are refused by name). Sweep defaults differ from the main job's: a 3 s run, no
-trace file, no progress bar, asyncio unless ``use_uvloop`` is set: every task
+trace file, no progress bar, asyncio unless ``uvloop`` is set: every task
 runs its own event loop and its own temporary data directory.
 
-The summary is the simulation's own (:data:`~purgatory.broker.simulation.SUMMARY_KEYS`)
+The summary is the simulation's own (:data:`purgatory.sim.SUMMARY_KEYS`)
 plus the two columns the sweep ranks by: ``cpu_us_per_op`` (CPU per request) and
 ``lateness_p99_ms`` (the worse of the produce and fetch purgatories' p99 expiry
 lateness). A run whose acknowledged records do not all read back fails the task.
@@ -25,7 +25,7 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     "duration_s": 3.0,
     "trace_path": None,
     "progress": False,
-    "use_uvloop": False,
+    "uvloop": False,
     "data_dir": None,
 }
 
@@ -35,7 +35,7 @@ def run_simulation(config: dict[str, Any]) -> dict[str, Any]:
 
     Cost: the simulated ``duration_s`` of wall time, plus set-up and read-back.
     """
-    from purgatory.broker.simulation import SimulationConfig, run
+    from purgatory.sim import SimulationConfig, run
 
     known = {f.name for f in fields(SimulationConfig)}
     unknown = sorted(set(config) - known)

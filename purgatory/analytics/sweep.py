@@ -33,15 +33,12 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from . import _svg
 from ._html import page, table
 from ._session import Progress
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import SparkSession
 
 __all__ = [
@@ -177,6 +174,10 @@ def run_sweep(
         rdd = spark.sparkContext.parallelize(items, len(items))
         rows = rdd.map(lambda item: _run_one(task, item)).collect()
     with steps.stage("summaries written"):
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         frame = pd.DataFrame(sorted(rows, key=lambda r: r["config_id"]))
         frame = _tidy(frame)
         parquet = out / "summaries.parquet"
@@ -192,6 +193,8 @@ def run_sweep(
 
 def _tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """Columns Parquet can type: all-None columns as float, mixed ones as strings."""
+    import pandas as pd
+
     for column in frame.columns:
         values = frame[column]
         if column != "error" and any(not pd.api.types.is_scalar(v) for v in values):
@@ -230,6 +233,8 @@ def render_sweep(
 ) -> str:
     """The sweep's HTML page: per workload (``settings`` other than the tuned ones
     and the seed), a ranked table and charts."""
+    import pandas as pd
+
     ok = frame[frame["error"].isna()] if "error" in frame else frame
     sections = [
         f'<p class="meta">Task <code>{escape(task)}</code>, {len(frame)} configurations, '

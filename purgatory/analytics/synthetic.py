@@ -37,25 +37,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from purgatory.broker.trace import trace_schema
+from purgatory.tracing import trace_schema
 
 from .workload import lognormal_params
 
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
 __all__ = ["KindSpec", "SyntheticSpec", "synthetic_trace", "write_synthetic_trace"]
-
-#: the 0.75 quantile of the standard normal distribution
-
-ERROR_NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 @dataclass(frozen=True)
@@ -128,6 +120,11 @@ def synthetic_trace(
     ``created_ms`` order starting at ``start_ms``; ``op_id`` counts from
     ``first_op_id``.
     """
+    import numpy as np
+    import pyarrow as pa
+
+    from purgatory.broker.errors import ErrorCode
+
     if rows < 0:
         raise ValueError(f"rows must be >= 0, not {rows}")
     spec = spec or SyntheticSpec()
@@ -172,14 +169,15 @@ def synthetic_trace(
     is_produce = np.array([k.purgatory == "produce" for k in spec.kinds])[kind_ix]
     codes = np.zeros(total, dtype=np.int16)
     sprinkle = rng.random(total) < spec.error_fraction
-    produce_codes = np.array([NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND], np.int16)
-    fetch_codes = np.array([NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE], np.int16)
+    not_leader = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    produce_codes = np.array([not_leader, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND], np.int16)
+    fetch_codes = np.array([not_leader, ErrorCode.OFFSET_OUT_OF_RANGE], np.int16)
     pick = rng.integers(0, 2, size=total)
     codes = np.where(
         sprinkle, np.where(is_produce[parent], produce_codes[pick], fetch_codes[pick]), codes
     )
     timed_out = (is_produce & expired & ~cancelled)[parent]
-    codes = np.where(timed_out, np.int16(REQUEST_TIMED_OUT), codes).astype(np.int16)
+    codes = np.where(timed_out, np.int16(ErrorCode.REQUEST_TIMED_OUT), codes).astype(np.int16)
 
     median = np.array([k.bytes_median for k in spec.kinds])[kind_ix]
     size = np.exp(np.log(median) + 0.8 * rng.standard_normal(n))
@@ -220,6 +218,9 @@ def write_synthetic_trace(
     so memory stays O(rows_per_file) however large the trace. Time continues
     across files. Returns the files written.
     """
+    import numpy as np
+    import pyarrow.parquet as pq
+
     if rows_per_file <= 0:
         raise ValueError(f"rows_per_file must be positive, not {rows_per_file}")
     out = Path(directory)

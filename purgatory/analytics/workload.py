@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from purgatory import SystemTimer, TimerTask
+from purgatory.core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, exact_quantile
 
 __all__ = ["MIXES", "WorkloadConfig", "lognormal_params", "run_workload"]
 
@@ -57,8 +58,8 @@ def lognormal_params(p50: float, p75: float) -> tuple[float, float]:
 class WorkloadConfig:
     """A workload's settings; unknown config keys are refused."""
 
-    tick_ms: int = 1
-    wheel_size: int = 20
+    tick_ms: int = DEFAULT_TICK_MS
+    wheel_size: int = DEFAULT_WHEEL_SIZE
     operations: int = 2_000
     rate_per_s: float = 2_000.0
     timeout_ms: int = 200
@@ -105,14 +106,6 @@ class WorkloadConfig:
             else:
                 values[name] = str(value)
         return cls(**values)
-
-
-def _quantile(ordered: list[float], q: float) -> float | None:
-    """The value of rank ceil(q n) of a sorted list; None when empty."""
-    if not ordered:
-        return None
-    rank = max(1, math.ceil(round(q * len(ordered), 9)))
-    return ordered[rank - 1]
 
 
 class _Operation(TimerTask):
@@ -195,8 +188,8 @@ async def _drive(cfg: WorkloadConfig) -> dict[str, Any]:
         "cpu_s": cpu_s,
         "cpu_us_per_op": cpu_s / cfg.operations * 1e6,
         "ops_per_s": cfg.operations / wall_s,
-        "lateness_p50_ms": _quantile(lateness, 0.5),
-        "lateness_p99_ms": _quantile(lateness, 0.99),
+        "lateness_p50_ms": exact_quantile(lateness, 0.5) if lateness else None,
+        "lateness_p99_ms": exact_quantile(lateness, 0.99) if lateness else None,
         "lateness_max_ms": lateness[-1] if lateness else None,
         "reaper_wakeups": wakeups,
     }

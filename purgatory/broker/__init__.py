@@ -1,69 +1,52 @@
-"""A broker's core built on the purgatory: partition logs with Kafka's offset index,
-replication with an ISR and a high watermark, DelayedProduce and DelayedFetch, and
-the traces of every delayed operation."""
+"""A broker's core built on the purgatory (Kafka's ReplicaManager, one broker).
 
-from ._broker import Broker, BrokerCounters
-from ._delayed import (
+The layers, bottom up:
+
+* :mod:`.storage`: record batches, the offset index, segments, partition logs;
+* :mod:`.errors`: Kafka's error codes, once;
+* :mod:`.replication`: one led partition: follower offsets, the ISR, the high
+  watermark;
+* :mod:`.delayed`: DelayedProduce and DelayedFetch, Kafka's two delayed operations;
+* :mod:`.broker`: :class:`Broker`: partitions, produce, fetch, awaiting
+  replication, both purgatories, traces (:mod:`purgatory.tracing`);
+* :mod:`.followers`: :class:`Followers`: simulated followers fetching with lag,
+  and the ISR check, on asyncio (the simulation and the wire example share it).
+
+The names below are what a user of the broker needs: the broker, its requests
+and answers, the partitions it leads, the error codes, and the record-batch
+helpers to build what it stores and read what it returns. Storage internals are
+in :mod:`purgatory.broker.storage`.
+"""
+
+from .broker import Broker, BrokerCounters
+from .delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
     FetchPartitionStatus,
     ProducePartitionResponse,
     ProducePartitionStatus,
-    TraceRecorder,
-    TraceRow,
 )
-from ._log import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    LogRecovery,
-    OffsetOutOfRangeError,
-    PartitionLog,
-    RecordBatchTooLargeError,
-)
-from ._offset_index import (
-    CorruptIndexError,
-    IndexFullError,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetIndexError,
-    OffsetPosition,
-)
-from ._open_files import OpenFiles
-from ._replication import (
-    LEADER_ID,
-    AppendResult,
-    ErrorCode,
-    KafkaError,
-    LeaderPartition,
-    NotEnoughReplicasError,
-    NotLeaderError,
-    ReplicaState,
-)
-from ._segment import LogSegment
-from ._trace_writer import TraceWriter
-from .records import (
+from .errors import ErrorCode
+from .followers import Followers, HighWatermarkHook
+from .replication import LEADER_ID, LeaderPartition, ReplicaState
+from .storage import (
     CorruptRecordError,
     DecodedRecord,
+    PartitionLog,
     Record,
     RecordBatchHeader,
-    UnsupportedCompressionError,
     build_batch,
-    crc32c,
     iter_batches,
     iter_records,
+    next_offset,
     validate_batch,
-    with_base_offset,
 )
 
 __all__ = [
-    "DEFAULT_INDEX_INTERVAL_BYTES",
-    "DEFAULT_SEGMENT_BYTES",
     "LEADER_ID",
-    "AppendResult",
     "Broker",
     "BrokerCounters",
-    "CorruptIndexError",
     "CorruptRecordError",
     "DecodedRecord",
     "DelayedFetch",
@@ -71,34 +54,18 @@ __all__ = [
     "ErrorCode",
     "FetchPartitionData",
     "FetchPartitionStatus",
-    "IndexFullError",
-    "InvalidOffsetError",
-    "KafkaError",
+    "Followers",
+    "HighWatermarkHook",
     "LeaderPartition",
-    "LogRecovery",
-    "LogSegment",
-    "NotEnoughReplicasError",
-    "NotLeaderError",
-    "OffsetIndex",
-    "OffsetIndexError",
-    "OffsetOutOfRangeError",
-    "OffsetPosition",
-    "OpenFiles",
     "PartitionLog",
     "ProducePartitionResponse",
     "ProducePartitionStatus",
     "Record",
     "RecordBatchHeader",
-    "RecordBatchTooLargeError",
     "ReplicaState",
-    "TraceRecorder",
-    "TraceRow",
-    "TraceWriter",
-    "UnsupportedCompressionError",
     "build_batch",
-    "crc32c",
     "iter_batches",
     "iter_records",
+    "next_offset",
     "validate_batch",
-    "with_base_offset",
 ]

@@ -12,6 +12,8 @@ bucket [96, 104); reported as 103, its upper edge (never understated).
 
 from __future__ import annotations
 
+from .quantile import quantile_rank
+
 __all__ = ["Histogram"]
 
 _EXACT = 64  # values below this are counted exactly
@@ -70,7 +72,7 @@ class Histogram:
             raise ValueError(f"q must be within [0, 1], not {q!r}")
         if self.count == 0:
             return 0
-        rank = max(1, round(q * self.count))
+        rank = quantile_rank(q, self.count)  # the project's one exact-quantile rule
         seen = 0
         for b, n in enumerate(self._counts):
             seen += n

@@ -23,7 +23,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from purgatory.analytics import build_session, write_synthetic_trace  # noqa: E402
 from purgatory.analytics.__main__ import main  # noqa: E402
-from purgatory.broker.trace import TRACE_COLUMNS  # noqa: E402
+from purgatory.tracing import TRACE_COLUMNS  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -167,7 +167,7 @@ def test_exact_reference_on_a_hand_computed_trace() -> None:
     """The reference itself, on four operations worked out by hand."""
     import pyarrow as pa
 
-    from purgatory.broker.trace import trace_schema
+    from purgatory.tracing import trace_schema
 
     rows: list[dict[str, Any]] = [
         # latency 10, 20, 30 (completed); one expired 3 ms late

@@ -11,7 +11,7 @@ import pytest
 
 from purgatory.analytics import SyntheticSpec, synthetic_trace, write_synthetic_trace
 from purgatory.analytics.exact import check_rows
-from purgatory.broker.trace import OUTCOMES, trace_schema
+from purgatory.tracing import OUTCOMES, trace_schema
 
 
 def test_schema_is_the_trace_schema() -> None:

@@ -2,11 +2,12 @@
 
     python -m tests.broker.crash_child DATA_DIR
 
-Leads partitions 0 and 1 of topic ``crash``, each with one follower (a task
-fetching in a loop, 1 ms apart). Two producer tasks send one-record batches,
-alternating acks=-1 and acks=1 and the two partitions; as soon as a produce is
-answered with NONE the child prints ``partition offset value`` and flushes, so
-every line the parent reads names a record the broker had acknowledged. It runs
+Leads partitions 0 and 1 of topic ``crash``, each with one follower
+(:class:`purgatory.broker.Followers`: one task fetching both, 1 ms apart).
+Two producer tasks send one-record batches, alternating acks=-1 and acks=1 and
+the two partitions; as soon as a produce is answered with NONE the child prints
+``partition offset value`` and flushes, so every line the parent reads names a
+record the broker had acknowledged. It runs
 until it is killed (the test sends SIGKILL). Values are about 200 bytes, so a
 few hundred acknowledged records are far less than any in-process write buffer.
 """
@@ -17,8 +18,7 @@ import asyncio
 import sys
 
 from purgatory import TopicPartition
-from purgatory.broker import Broker, ErrorCode, FetchPartitionStatus, build_batch
-from purgatory.broker.simulation import next_offset
+from purgatory.broker import Broker, ErrorCode, Followers, build_batch
 
 TOPIC = "crash"
 PARTITIONS = [TopicPartition(TOPIC, p) for p in range(2)]
@@ -26,23 +26,6 @@ PARTITIONS = [TopicPartition(TOPIC, p) for p in range(2)]
 
 def value(producer: int, seq: int) -> bytes:
     return f"p{producer}-{seq:06d}-".encode().ljust(200, b"x")
-
-
-async def follower(broker: Broker) -> None:
-    offsets = dict.fromkeys(PARTITIONS, 0)
-    while True:
-        op = broker.fetch(
-            {tp: FetchPartitionStatus(o) for tp, o in offsets.items()},
-            min_bytes=1,
-            max_wait_ms=100,
-            replica_id=1,
-        )
-        for tp, data in (await op).items():
-            if data.error_code == ErrorCode.NONE and data.records:
-                nxt = next_offset(data.records)
-                assert nxt is not None
-                offsets[tp] = nxt
-        await asyncio.sleep(0.001)
 
 
 async def producer(broker: Broker, pid: int) -> None:
@@ -64,7 +47,9 @@ async def main(data_dir: str) -> None:
     for tp in PARTITIONS:
         broker.create_partition(tp, [1], min_insync_replicas=1)
     async with broker:
-        await asyncio.gather(follower(broker), producer(broker, 0), producer(broker, 1))
+        followers = Followers(broker, [1], lag_ms=1, max_wait_ms=100)
+        followers.follow(PARTITIONS)
+        await asyncio.gather(producer(broker, 0), producer(broker, 1))
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from purgatory import PurgatoryClosedError, TopicPartition
-from purgatory.broker._broker import Broker
-from purgatory.broker._delayed import FetchPartitionStatus, ProducePartitionResponse
-from purgatory.broker._replication import ErrorCode
-from purgatory.broker._trace_writer import TraceWriter
-from purgatory.broker.records import build_batch, iter_batches, iter_records
-from purgatory.broker.trace import trace_schema
+from purgatory.broker.broker import Broker
+from purgatory.broker.delayed import FetchPartitionStatus, ProducePartitionResponse
+from purgatory.broker.errors import ErrorCode
+from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory.testing import ManualClock
+from purgatory.tracing import TraceWriter, trace_schema
 
 A = TopicPartition("t", 0)
 B = TopicPartition("t", 1)
@@ -263,3 +262,52 @@ async def test_close_cancels_and_traces_pending_operations(
     assert table.schema.equals(trace_schema())
     assert table.num_rows == 3
     assert table.column("keys").to_pylist() == [["t-0"]] * 3
+
+
+def test_await_replication_answers_a_retried_batch_once_replicated(
+    broker: Broker, clock: ManualClock, writer: TraceWriter
+) -> None:
+    """A batch already in the log (an idempotent producer's retry) waits for the same
+    replication as a produce, with the first append's offsets, traced and counted."""
+    broker.produce({A: batch(), B: batch(3)}, acks=1, timeout_ms=10)
+    op = broker.await_replication({A: (0, 0), B: (0, 2)}, acks=-1, timeout_ms=1000)
+    assert not op.is_done and broker.counters.replication_waits == 1
+    assert broker.counters.produce_requests == 1  # the retry appended nothing
+    clock.advance(4)
+    follow(broker, 1, {A: 1, B: 3})
+    follow(broker, 2, {A: 1, B: 3})
+    assert op.result() == {
+        A: ProducePartitionResponse(ErrorCode.NONE, 0),
+        B: ProducePartitionResponse(ErrorCode.NONE, 0),
+    }
+    [row] = writer.rows
+    assert (row.purgatory, row.kind, row.keys, row.outcome) == (
+        "produce",
+        "produce",
+        ["t-0", "t-1"],
+        "completed",
+    )
+    assert (row.created_ms, row.completed_ms, row.bytes, row.error_codes) == (0, 4, 0, [0, 0])
+    assert broker.partitions[A].log_end_offset == 1  # nothing appended again
+    broker._check_invariants()
+
+
+def test_await_replication_times_out_and_answers_at_once_without_acks(
+    broker: Broker, clock: ManualClock
+) -> None:
+    broker.produce({A: batch(2)}, acks=1, timeout_ms=10)
+    for acks in (0, 1):
+        now = broker.await_replication({A: (0, 1)}, acks=acks, timeout_ms=10)
+        assert now.result() == {A: ProducePartitionResponse(ErrorCode.NONE, 0)}
+    waiting = broker.await_replication({A: (0, 1)}, timeout_ms=50)
+    advance(broker, clock, 50)
+    assert waiting.result() == {A: ProducePartitionResponse(ErrorCode.REQUEST_TIMED_OUT, -1)}
+    assert broker.produce_purgatory.statistics().expired == 1
+    lost = broker.await_replication({GONE: (0, 0)}, timeout_ms=50)
+    assert lost.result()[GONE].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(ValueError, match="acks"):
+        broker.await_replication({A: (0, 1)}, acks=2, timeout_ms=10)
+    with pytest.raises(ValueError, match="at least one"):
+        broker.await_replication({}, timeout_ms=10)
+    with pytest.raises(ValueError, match="base_offset <= last_offset"):
+        broker.await_replication({A: (2, 1)}, timeout_ms=10)

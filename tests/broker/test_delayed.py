@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 
 from purgatory import DelayedOperationPurgatory, SystemTimer, TopicPartition
-from purgatory.broker._delayed import (
+from purgatory.broker.delayed import (
     DelayedFetch,
     DelayedProduce,
     FetchPartitionData,
     FetchPartitionStatus,
     ProducePartitionResponse,
     ProducePartitionStatus,
-    TraceRow,
 )
-from purgatory.broker._log import PartitionLog
-from purgatory.broker._replication import ErrorCode, LeaderPartition
-from purgatory.broker._trace_writer import TraceWriter
-from purgatory.broker.records import build_batch
+from purgatory.broker.errors import ErrorCode
+from purgatory.broker.replication import LeaderPartition
+from purgatory.broker.storage.log import PartitionLog
+from purgatory.broker.storage.records import build_batch
 from purgatory.testing import ManualClock
+from purgatory.tracing import TraceRow, TraceWriter
 
 A = TopicPartition("t", 0)
 B = TopicPartition("t", 1)

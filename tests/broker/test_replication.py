@@ -9,15 +9,10 @@ from pathlib import Path
 import pytest
 
 from purgatory import TopicPartition
-from purgatory.broker._log import PartitionLog
-from purgatory.broker._replication import (
-    LEADER_ID,
-    ErrorCode,
-    LeaderPartition,
-    NotEnoughReplicasError,
-    NotLeaderError,
-)
-from purgatory.broker.records import build_batch
+from purgatory.broker.errors import ErrorCode, NotEnoughReplicasError, NotLeaderError
+from purgatory.broker.replication import LEADER_ID, LeaderPartition
+from purgatory.broker.storage.log import PartitionLog
+from purgatory.broker.storage.records import build_batch
 
 TP = TopicPartition("t", 0)
 MakePartition = Callable[..., LeaderPartition]

@@ -1,0 +1,261 @@
+"""DelayedProduce and DelayedFetch: Kafka's two delayed operations, on the purgatory.
+
+DelayedProduce (acks=-1). Each partition of the request has a required offset
+(the last appended offset + 1) and an error code preset to REQUEST_TIMED_OUT.
+``try_complete`` looks at each partition still pending:
+
+* unknown, or no longer led here: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION);
+* high watermark >= required offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  if the ISR is now smaller than ``min_insync_replicas``;
+
+and completes the operation when no partition is pending. On expiry the pending
+partitions keep REQUEST_TIMED_OUT.
+
+DelayedFetch. Each partition has a fetch offset and a byte limit. ``try_complete``
+adds up, over the partitions, the bytes readable from the fetch offset (up to the
+high watermark for a consumer, the log end for a follower), each capped at the
+partition's limit, and completes when the sum reaches ``min_bytes``, or at once
+when a partition errors (unknown, not leader, offset out of range, a damaged
+batch header or an I/O error on the way: the read then answers the error). On
+completion, early or by expiry, it reads the logs again through the broker's
+read function and returns what is there.
+
+Both are answered through a :class:`~purgatory.tracing.TraceRecorder`, if
+given: one :class:`~purgatory.tracing.TraceRow` per operation, filled in when it completes (outcome
+``completed``) and marked ``expired`` by ``on_expiration``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .. import DelayedOperation, TopicPartition
+from ..tracing import TraceRecorder, TraceRow
+from .errors import ErrorCode
+from .replication import LeaderPartition
+from .storage.log import OffsetOutOfRangeError
+from .storage.records import CorruptRecordError
+
+T = TypeVar("T")
+
+__all__ = [
+    "DelayedFetch",
+    "DelayedProduce",
+    "FetchPartitionData",
+    "FetchPartitionStatus",
+    "ProducePartitionResponse",
+    "ProducePartitionStatus",
+]
+
+PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
+
+
+# -------------------------------------------------------------------- produce
+
+
+@dataclass(slots=True)
+class ProducePartitionStatus:
+    """One partition of a produce request while it waits."""
+
+    required_offset: int  # last appended offset + 1
+    base_offset: int
+    size_bytes: int
+    acks_pending: bool = True
+    error_code: int = ErrorCode.REQUEST_TIMED_OUT
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResponse:
+    """The answer for one partition: error code and the batch's base offset (-1 if none)."""
+
+    error_code: int
+    base_offset: int
+
+
+class _TracedOperation(DelayedOperation[T]):
+    """A delayed operation that writes one trace row when it completes."""
+
+    __slots__ = ("_now_ms", "_recorder", "trace_row")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        *,
+        now_ms: Callable[[], int] | None,
+        recorder: TraceRecorder | None,
+        trace_row: TraceRow | None,
+    ) -> None:
+        super().__init__(delay_ms)
+        self._now_ms = now_ms
+        self._recorder = recorder
+        self.trace_row = trace_row
+
+    def attach_trace(
+        self, recorder: TraceRecorder, row: TraceRow, now_ms: Callable[[], int]
+    ) -> None:
+        """Record ``row`` through ``recorder`` when this operation completes. O(1)."""
+        self._recorder = recorder
+        self.trace_row = row
+        self._now_ms = now_ms
+
+    def _record_trace(self, error_codes: list[int], size_bytes: int | None = None) -> None:
+        """Fill in the row's completion and hand it to the recorder (in on_complete).
+
+        The recorder keeps the row, so ``on_expiration``, which runs right after
+        ``on_complete``, can still mark it expired.
+        """
+        row = self.trace_row
+        if row is None or self._recorder is None:
+            return
+        row.completed_ms = self._now_ms() if self._now_ms is not None else -1
+        row.outcome = "completed"
+        row.error_codes = error_codes
+        if size_bytes is not None:
+            row.bytes = size_bytes
+        self._recorder.record(row)
+
+    def on_expiration(self) -> None:
+        if self.trace_row is not None:
+            self.trace_row.outcome = "expired"
+
+
+class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionResponse]]):
+    """Waits until every partition's high watermark reaches its required offset.
+
+    ``try_complete`` is O(partitions); see module doc.
+    """
+
+    __slots__ = ("_lookup", "statuses")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: Mapping[TopicPartition, ProducePartitionStatus],
+        lookup: PartitionLookup,
+        *,
+        now_ms: Callable[[], int] | None = None,
+        recorder: TraceRecorder | None = None,
+        trace_row: TraceRow | None = None,
+    ) -> None:
+        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
+        if not statuses:
+            raise ValueError("a produce needs at least one partition")
+        self.statuses = dict(statuses)
+        self._lookup = lookup
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self._lookup(tp)
+            if partition is None:
+                status.acks_pending = False
+                status.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not partition.is_leader:
+                status.acks_pending = False
+                status.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark >= status.required_offset:
+                status.acks_pending = False
+                status.error_code = (
+                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    if partition.under_min_isr
+                    else ErrorCode.NONE
+                )
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> dict[TopicPartition, ProducePartitionResponse]:
+        response = {
+            tp: ProducePartitionResponse(
+                int(s.error_code), s.base_offset if s.error_code == ErrorCode.NONE else -1
+            )
+            for tp, s in self.statuses.items()
+        }
+        self._record_trace([int(s.error_code) for s in self.statuses.values()])
+        return response
+
+
+# -------------------------------------------------------------------- fetch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionStatus:
+    """One partition of a fetch request: where to read and how much at most."""
+
+    fetch_offset: int
+    max_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionData:
+    """The answer for one partition: error, high watermark, log end, the batches read."""
+
+    error_code: int
+    high_watermark: int
+    log_end_offset: int
+    records: bytes
+
+
+class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
+    """Waits until ``min_bytes`` are readable over its partitions, or one errors.
+
+    ``try_complete`` is O(partitions x log lookups); see module doc.
+    ``read`` is called once, on completion, to build the answer.
+    """
+
+    __slots__ = ("_lookup", "_read", "min_bytes", "replica_id", "statuses")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: Mapping[TopicPartition, FetchPartitionStatus],
+        lookup: PartitionLookup,
+        read: Callable[[], dict[TopicPartition, FetchPartitionData]],
+        *,
+        min_bytes: int,
+        replica_id: int = -1,
+        now_ms: Callable[[], int] | None = None,
+        recorder: TraceRecorder | None = None,
+        trace_row: TraceRow | None = None,
+    ) -> None:
+        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
+        if not statuses:
+            raise ValueError("a fetch needs at least one partition")
+        self.statuses = dict(statuses)
+        self.min_bytes = min_bytes
+        self.replica_id = replica_id
+        self._lookup = lookup
+        self._read = read
+
+    def accumulated_bytes(self) -> int | None:
+        """Readable bytes over the partitions (each capped), or None if one errors."""
+        total = 0
+        follower = self.replica_id >= 0
+        for tp, status in self.statuses.items():
+            partition = self._lookup(tp)
+            if partition is None or not partition.is_leader:
+                return None
+            max_offset = None if follower else partition.high_watermark
+            try:
+                readable = partition.log.readable_bytes(status.fetch_offset, max_offset)
+            except (OffsetOutOfRangeError, CorruptRecordError, OSError):
+                return None
+            total += min(readable, status.max_bytes)
+        return total
+
+    def try_complete(self) -> bool:
+        accumulated = self.accumulated_bytes()
+        if accumulated is None or accumulated >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> dict[TopicPartition, FetchPartitionData]:
+        response = self._read()
+        self._record_trace(
+            [int(d.error_code) for d in response.values()],
+            sum(len(d.records) for d in response.values()),
+        )
+        return response

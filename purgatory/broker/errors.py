@@ -1,0 +1,91 @@
+"""Kafka's error codes, once: the codes the broker, the wire example and the data
+pipeline answer with or name.
+
+:class:`ErrorCode` is the one table (Kafka's ``Errors``; the numbers are Kafka's
+wire protocol, so a client reads them as Kafka's). Everything else derives from
+it: :data:`ERROR_NAMES` (code -> name, what the trace report prints) and the
+exceptions below, each carrying its code. Only the codes this project uses are
+listed; a trace holding any other code is reported as ``other``.
+
+============================  ====  ============================================
+name                          code  who answers it here
+============================  ====  ============================================
+UNKNOWN_SERVER_ERROR          -1    (named in reports only)
+NONE                          0     every successful partition
+OFFSET_OUT_OF_RANGE           1     fetch below the log start or past its end
+CORRUPT_MESSAGE               2     a damaged batch on disk; a bad CRC produced
+UNKNOWN_TOPIC_OR_PARTITION    3     a partition the broker does not lead
+LEADER_NOT_AVAILABLE          5     wire: a topic still being created
+NOT_LEADER_OR_FOLLOWER        6     leadership lost (produce, fetch)
+REQUEST_TIMED_OUT             7     acks=-1 not replicated within the timeout
+COORDINATOR_NOT_AVAILABLE     15    wire: no group or transaction coordinator
+INVALID_TOPIC_EXCEPTION       17    wire: an illegal topic name
+NOT_ENOUGH_REPLICAS           19    acks=-1 refused before the append (ISR small)
+NOT_ENOUGH_REPLICAS_AFTER...  20    acks=-1 replicated, but the ISR shrank below
+INVALID_REQUIRED_ACKS         21    wire: acks not -1, 0 or 1
+UNSUPPORTED_VERSION           35    wire: ApiVersions at an unknown version
+INVALID_REQUEST               42    wire: a partition twice, ListOffsets by time
+OUT_OF_ORDER_SEQUENCE_NUMBER  45    wire: an idempotent producer's gap
+INVALID_PRODUCER_EPOCH        47    wire: a fenced idempotent producer
+KAFKA_STORAGE_ERROR           56    an I/O error reading or writing a log
+INVALID_RECORD                87    wire: not exactly one valid magic-2 batch
+============================  ====  ============================================
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "ERROR_NAMES",
+    "ErrorCode",
+    "KafkaError",
+    "NotEnoughReplicasError",
+    "NotLeaderError",
+]
+
+
+class ErrorCode(IntEnum):
+    """Kafka's error codes used in this project (see the module doc)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    COORDINATOR_NOT_AVAILABLE = 15
+    INVALID_TOPIC_EXCEPTION = 17
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
+    KAFKA_STORAGE_ERROR = 56
+    INVALID_RECORD = 87
+
+
+#: code -> name, for every :class:`ErrorCode` (what reports print)
+ERROR_NAMES: dict[int, str] = {int(code): code.name for code in ErrorCode}
+
+
+class KafkaError(Exception):
+    """An error with a Kafka error code; subclasses name the code."""
+
+    code: ErrorCode = ErrorCode.NONE
+
+
+class NotLeaderError(KafkaError):
+    """This broker does not lead the partition (NOT_LEADER_OR_FOLLOWER, 6)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class NotEnoughReplicasError(KafkaError):
+    """acks=-1 append refused: ISR smaller than ``min_insync_replicas`` (19)."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS

@@ -1,0 +1,172 @@
+"""The simulation's command line, generated from :class:`~.config.SimulationConfig`.
+
+Each field ``name`` becomes the option ``--name`` with underscores as dashes
+(``duration_s`` -> ``--duration-s``), its type from the field's annotation, its
+default from the field (shown by ``--help``), its help text from the field's
+metadata. So a setting has one name everywhere, and a field added to the config
+is on the command line at once. The rules, by annotation:
+
+=================  =============================================================
+``int``, ``float``  ``--name VALUE``
+``str``             ``--name VALUE``
+``bool``            ``--name`` / ``--no-name``
+``T | None``        ``--name VALUE``; if the default is not None, ``--no-name``
+                    sets None (``--no-trace-path``: no trace)
+=================  =============================================================
+
+The command line shows the progress bar by default (:data:`CLI_DEFAULTS`),
+when stderr is a terminal. Older spellings still work but are not listed:
+``--duration``, ``--min-isr``, ``--trace``, ``--no-trace``, ``--quiet``
+(:data:`HIDDEN_ALIASES`, :data:`HIDDEN_SWITCHES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from .config import HELP, SimulationConfig
+from .simulation import run
+from .summary import format_summary
+
+__all__ = [
+    "CLI_DEFAULTS",
+    "HIDDEN_ALIASES",
+    "HIDDEN_SWITCHES",
+    "build_parser",
+    "config_from_args",
+    "main",
+]
+
+DESCRIPTION = (
+    "Simulate a Kafka broker's produce and fetch purgatories: producers with "
+    "exponential arrivals (acks=-1), long-polling consumers, followers "
+    "replicating with lag, one follower stalling and recovering (the ISR "
+    "shrinks and grows), one leadership change. Ends with a summary table, "
+    "a Parquet trace and a read-back check of every acknowledged record."
+)
+
+#: defaults of the command line that differ from the config's (a library caller
+#: gets no progress bar unless it asks)
+CLI_DEFAULTS: dict[str, Any] = {"progress": True}
+
+#: older spellings, accepted but not listed: option -> the field it sets
+HIDDEN_ALIASES: dict[str, str] = {
+    "--duration": "duration_s",
+    "--min-isr": "min_insync_replicas",
+    "--trace": "trace_path",
+}
+#: older switches, accepted but not listed: option -> (field, the value it sets)
+HIDDEN_SWITCHES: dict[str, tuple[str, Any]] = {
+    "--no-trace": ("trace_path", None),
+    "--quiet": ("progress", False),
+}
+#: what an option's value is called in ``--help``, by type
+_METAVARS = {int: "N", float: "X", str: "PATH"}
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _value_type(annotation: Any) -> tuple[type, bool]:
+    """The type a field's values parse to, and whether None is allowed."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        [inner] = [a for a in args if a is not type(None)]
+        return inner, True
+    return annotation, False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """One option per :class:`SimulationConfig` field (see the module doc). O(fields)."""
+    parser = argparse.ArgumentParser(
+        description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    hints = typing.get_type_hints(SimulationConfig)
+    for f in fields(SimulationConfig):
+        default = CLI_DEFAULTS.get(f.name, f.default)
+        kind, optional = _value_type(hints[f.name])
+        help_text = f.metadata[HELP]
+        if kind is bool:
+            parser.add_argument(
+                _option(f.name),
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=help_text,
+            )
+            continue
+        parser.add_argument(
+            _option(f.name),
+            dest=f.name,
+            type=kind,
+            default=default,
+            help=help_text,
+            metavar=_METAVARS[kind],
+        )
+        if optional and default is not None:
+            parser.add_argument(
+                "--no-" + _option(f.name)[2:],
+                dest=f.name,
+                action="store_const",
+                const=None,
+                default=argparse.SUPPRESS,
+                help=f"set {f.name} to None",
+            )
+    for alias, name in HIDDEN_ALIASES.items():
+        kind, _ = _value_type(hints[name])
+        parser.add_argument(
+            alias, dest=name, type=kind, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+    for switch, (name, value) in HIDDEN_SWITCHES.items():
+        parser.add_argument(
+            switch,
+            dest=name,
+            action="store_const",
+            const=value,
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SimulationConfig:
+    """The config the parsed options describe (not validated). O(fields)."""
+    return SimulationConfig(**{f.name: getattr(args, f.name) for f in fields(SimulationConfig)})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, validate, run, print the summary; 0 if every acknowledged record read
+    back, 1 if not, 2 for a bad setting. Costs the run (see :func:`.simulation.run`)."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        config.validate()
+    except ValueError as exc:
+        print(f"simulate: {exc}", file=sys.stderr)
+        return 2
+    # the bar only on a terminal: redirected output gets the table alone
+    summary = run(replace(config, progress=config.progress and sys.stderr.isatty()))
+    print(format_summary(summary))
+    if summary["trace_path"]:
+        print(f"\ntrace: {summary['trace_rows']} delayed operations -> {summary['trace_path']}")
+    if not summary["read_back_ok"]:
+        print(
+            f"\nFAILED: read-back found {summary['read_back_records']} of "
+            f"{summary['acked_records']} acknowledged records; problems:",
+            file=sys.stderr,
+        )
+        for problem in summary["read_back_problems"]:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    print(
+        f"read-back OK: all {summary['acked_records']} acknowledged records are in the logs, "
+        "at their offsets, in order"
+    )
+    return 0

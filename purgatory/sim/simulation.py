@@ -1,0 +1,281 @@
+"""A broker under load: producers, consumers, lagging followers, a stall, a leader change.
+
+The run drives one :class:`~purgatory.broker.Broker` leading ``partitions``
+partitions of topic ``sim``, each replicated to ``followers`` simulated
+followers, in real time on one event loop, through the broker's public API:
+
+* producers and consumers (:mod:`.clients`): open-loop acks=-1 produces with
+  exponential arrivals (DelayedProduce), long-polling fetches up to the high
+  watermark (DelayedFetch);
+* the followers and the ISR check (:class:`~purgatory.broker.Followers`): every
+  follower fetches all partitions in one request (a DelayedFetch with
+  ``min_bytes=1``) and waits ``follower_lag_ms`` between fetches;
+* the scenario: at ``stall_at`` of the run the last follower is paused for
+  ``stall_ms``, so the ISR shrinks after ``replica_lag_time_max_ms`` and grows
+  again when it catches up; at ``leader_change_at`` partition 0 is given up and
+  led again ``leader_change_ms`` later with a new epoch.
+
+Timeline of the default run (20 s)::
+
+    0 s        producers, consumers, followers start
+    6 s        follower 2 pauses; ~7 s it leaves the ISR (the HW moves on without it)
+    9 s        follower 2 resumes, catches up, rejoins the ISR
+    14 s       partition 0: not leader (its produces and fetches answer error 6)
+    14.5 s     partition 0 led again, leader epoch 1
+    20 s       producers stop; in-flight produces are awaited, the rest ends its round
+
+Every acknowledged batch is in its partition's file before the produce is
+answered (the broker writes through); ``flush_messages`` / ``flush_ms`` set
+Kafka's flush policy (``fsync``), off by default. The followers keep no data,
+so acks=-1 adds no durability here: what survives a machine crash is what was
+flushed. Then the broker closes, the summary is taken (:mod:`.summary`), every
+acknowledged record is read back from the reopened logs (:mod:`.readback`), and
+the trace of every delayed operation is written to ``trace_path`` (Parquet,
+:mod:`purgatory.tracing`).
+
+:func:`run` returns the flat summary dict (see
+:data:`~.summary.SUMMARY_KEYS`), so a sweep can call it with many settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from purgatory import TopicPartition
+from purgatory.broker import Broker, Followers
+from purgatory.tracing import TraceWriter
+
+from .clients import Ack, Consumer, Producer
+from .config import SimulationConfig
+from .readback import read_back
+from .summary import summarize
+
+__all__ = ["PROGRESS_INTERVAL_S", "TOPIC", "run", "run_async"]
+
+#: the topic whose partitions the broker leads
+TOPIC = "sim"
+#: how often the progress bar is redrawn
+PROGRESS_INTERVAL_S = 0.2
+
+
+class _Simulation:
+    """One run: the broker, its clients and followers, the scenario; see module doc."""
+
+    def __init__(self, config: SimulationConfig, data_dir: Path, out: TextIO | None) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.out = out
+        self.writer = TraceWriter()
+        self.broker = Broker(
+            data_dir,
+            tick_ms=config.tick_ms,
+            wheel_size=config.wheel_size,
+            recorder=self.writer,
+            flush_messages=config.flush_messages,
+            flush_ms=config.flush_ms,
+        )
+        self.tps = [TopicPartition(TOPIC, p) for p in range(config.partitions)]
+        self.follower_ids = list(range(1, config.followers + 1))
+        # every follower fetches all partitions in one request, and waits its usual
+        # lag after an error (partition 0 during the leader change)
+        self.followers = Followers(
+            self.broker,
+            self.follower_ids,
+            lag_ms=config.follower_lag_ms,
+            max_wait_ms=config.follower_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            error_backoff_ms=config.follower_lag_ms,
+        )
+        self.acks: list[Ack] = []  # every produce request, in order
+        self.producers = [
+            Producer(self.broker, config, pid, self.tps, self.acks)
+            for pid in range(config.producers)
+        ]
+        self.consumers = [
+            Consumer(
+                self.broker,
+                config,
+                [tp for i, tp in enumerate(self.tps) if i % config.consumers == cid],
+            )
+            for cid in range(config.consumers)
+        ]
+        self.stopping = False  # producers stop
+        self.finished = False  # then, once in-flight produces are answered, the rest
+        self.start_s = 0.0
+        self.leader_changes = 0
+        self.stall_replica = self.follower_ids[-1] if self.follower_ids else None
+
+    def is_stopping(self) -> bool:  # a call, so type checkers do not narrow it
+        return self.stopping
+
+    def is_finished(self) -> bool:
+        return self.finished
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.start_s
+
+    # -- the scenario ------------------------------------------------------------
+
+    async def stall(self) -> None:
+        """The last follower stops fetching at ``stall_at`` of the run for ``stall_ms``."""
+        cfg = self.config
+        rid = self.stall_replica
+        if cfg.stall_at < 0 or rid is None:
+            return
+        await asyncio.sleep(max(0.0, cfg.stall_at * cfg.duration_s - self.elapsed_s()))
+        self.followers.pause(rid)
+        try:
+            await asyncio.sleep(cfg.stall_ms / 1000)
+        finally:
+            self.followers.resume(rid)
+
+    async def leader_change(self) -> None:
+        """Partition 0 loses leadership at ``leader_change_at`` of the run for
+        ``leader_change_ms``, then is led again with a new epoch."""
+        cfg = self.config
+        if cfg.leader_change_at < 0:
+            return
+        await asyncio.sleep(max(0.0, cfg.leader_change_at * cfg.duration_s - self.elapsed_s()))
+        if self.is_stopping():
+            return
+        tp = self.tps[0]
+        self.broker.become_follower(tp)
+        await asyncio.sleep(cfg.leader_change_ms / 1000)
+        self.broker.become_leader(tp)
+        self.leader_changes += 1
+
+    async def progress(self) -> None:
+        """Redraw a one-line progress bar on ``out`` until the run finishes."""
+        out = self.out
+        if out is None:
+            return
+        width = 30
+        duration = self.config.duration_s
+        while not self.finished:
+            elapsed = self.elapsed_s()
+            frac = min(1.0, elapsed / duration)
+            filled = int(frac * width)
+            isr = min((len(p.isr) for p in self.broker.partitions.values()), default=0)
+            stats_p = self.broker.produce_purgatory.statistics()
+            stats_f = self.broker.fetch_purgatory.statistics()
+            out.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {elapsed:5.1f}/{duration:g}s "
+                f"produce {self.broker.counters.produce_requests:7d} "
+                f"waiting {stats_p.num_delayed:4d}/{stats_f.num_delayed:3d} min-ISR {isr} "
+            )
+            out.flush()
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+        out.write("\r" + " " * 100 + "\r")
+        out.flush()
+
+    # -- the run -----------------------------------------------------------------
+
+    async def main(self) -> dict[str, Any]:
+        cfg = self.config
+        broker = self.broker
+        for tp in self.tps:
+            broker.create_partition(
+                tp,
+                self.follower_ids,
+                min_insync_replicas=cfg.min_insync_replicas,
+                replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            )
+        opened_truncated_bytes = sum(
+            p.log.recovery.truncated_bytes for p in broker.partitions.values()
+        )
+        wall0 = time.perf_counter()
+        cpu0 = time.process_time()
+        self.start_s = time.monotonic()
+        async with broker:
+            producers = [
+                asyncio.create_task(p.run(self.start_s, self.is_stopping)) for p in self.producers
+            ]
+            self.followers.follow(self.tps)
+            others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
+            others.append(asyncio.create_task(self.progress()))
+            scenario = [
+                asyncio.create_task(self.stall()),
+                asyncio.create_task(self.leader_change()),
+            ]
+            await asyncio.sleep(cfg.duration_s)
+            self.stopping = True
+            await asyncio.gather(*producers)
+            for task in scenario:
+                task.cancel()
+            await asyncio.gather(*scenario, return_exceptions=True)
+            if not broker.partitions[self.tps[0]].is_leader:
+                broker.become_leader(self.tps[0])
+                self.leader_changes += 1
+            for ack in self.acks:  # followers still replicate meanwhile
+                if not ack.op.is_done:
+                    await ack.op
+            self.finished = True
+            await self.followers.stop()
+            await asyncio.gather(*others)
+            stats_p = broker.produce_purgatory.statistics()
+            stats_f = broker.fetch_purgatory.statistics()
+        # after close: a flush policy flushes each log once more when it closes
+        log_flushes = broker.log_flushes
+        wall_s = time.perf_counter() - wall0
+        cpu_s = time.process_time() - cpu0
+        summary = summarize(
+            broker,
+            self.writer,
+            wall_s=wall_s,
+            cpu_s=cpu_s,
+            uvloop=type(asyncio.get_running_loop()).__module__.startswith("uvloop"),
+            produce=stats_p,
+            fetch=stats_f,
+            leader_changes=self.leader_changes,
+            consumed_records=sum(c.consumed_records for c in self.consumers),
+        )
+        summary["log_flushes"] = log_flushes
+        summary.update(read_back(self.acks, self.data_dir, self.tps, opened_truncated_bytes))
+        if cfg.trace_path is not None:
+            summary["trace_path"] = str(self.writer.write(cfg.trace_path))
+        return summary
+
+
+async def run_async(config: SimulationConfig, *, out: TextIO | None = None) -> dict[str, Any]:
+    """Run the simulation on the running loop; return the summary (see :func:`run`).
+
+    Raises ValueError for a bad setting or a ``data_dir`` that is not empty.
+    """
+    config.validate()
+    if config.data_dir is not None:
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if any(data_dir.iterdir()):
+            raise ValueError(f"data dir {data_dir} is not empty")
+        return await _Simulation(config, data_dir, out).main()
+    with tempfile.TemporaryDirectory(prefix="purgatory-sim-") as tmp:
+        return await _Simulation(config, Path(tmp), out).main()
+
+
+def run(config: SimulationConfig, *, out: TextIO | None = None) -> dict[str, Any]:
+    """Run the simulation on a new loop (uvloop if asked and installed); return the summary.
+
+    The summary holds :data:`~.summary.SUMMARY_KEYS` plus ``read_back_problems``
+    (up to 20 messages). ``out`` gets the progress bar (None: none, or stderr when
+    ``config.progress`` is set). Cost: ``duration_s`` of wall time, plus set-up,
+    read-back and the trace.
+    """
+    if out is None and config.progress:
+        out = sys.stderr
+    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+    if config.uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(run_async(config, out=out))
