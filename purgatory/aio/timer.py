@@ -42,7 +42,7 @@ class SystemTimer(WheelTimer):
     (:class:`~purgatory.LoopClock`).
     """
 
-    __slots__ = ("__weakref__", "_reaper")
+    __slots__ = ("_reaper",)
 
     def __init__(
         self,
