@@ -15,7 +15,10 @@ over 10..600 s), both in a SystemTimer (with its reaper running) and as
   until all have fired; CPU time (process_time) per op, the waiting included.
 
 Reported: ns per op and the ratio call_later / SystemTimer (above 1: the
-SystemTimer is faster). Timings are medians of ``--repeat`` runs.
+SystemTimer is faster). Timings are medians of ``--repeat`` runs. Each (loop,
+pending) case runs in a fresh process (``--pin CPU`` pins it), so no case
+inherits the heap another left; the core is the one installed (compiled or, with
+``PURGATORY_NO_EXTENSIONS=1``, pure Python).
 """
 
 from __future__ import annotations
@@ -23,15 +26,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import os
 import platform
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvloop
 
+import purgatory
 from purgatory import SystemTimer, TimerTask
 
 
@@ -141,14 +149,30 @@ def run_on(loop_name: str, coro: Coroutine[Any, Any, dict[str, float]]) -> dict[
     return runner(coro)
 
 
+def child(args: argparse.Namespace) -> None:
+    """One case in this fresh process: its result as a JSON line."""
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
+    result = run_on(args.child, run_case(int(args.pending), args.ops, args.repeat, args.seed))
+    print(json.dumps(result))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pending", default="10000,100000,1000000")
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pin", type=int, default=None, help="pin each case to this CPU")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(f"python {platform.python_version()} on {platform.machine()}; ops={args.ops}")
+    if args.child is not None:
+        child(args)
+        return
+    print(
+        f"python {platform.python_version()} on {platform.machine()}; ops={args.ops};"
+        f" core: {'compiled' if purgatory.compiled else 'pure Python'}"
+    )
     header = (
         f"{'loop':8} {'pending':>9} | {'cancel wheel':>12} {'call_later':>10} {'ratio':>6}"
         f" | {'fire wheel':>10} {'call_later':>10} {'ratio':>6}"
@@ -157,7 +181,14 @@ def main() -> None:
     print("-" * len(header))
     for loop_name in ("asyncio", "uvloop"):
         for pending in (int(p) for p in args.pending.split(",")):
-            r = run_on(loop_name, run_case(pending, args.ops, args.repeat, args.seed))
+            # a fresh process per case: a case run after another measured up to 2x
+            # slower (the first one's million objects freed, the heap left behind)
+            cmd = [sys.executable, __file__, "--child", loop_name, "--pending", str(pending)]
+            cmd += ["--ops", str(args.ops), "--repeat", str(args.repeat), "--seed", str(args.seed)]
+            if args.pin is not None:
+                cmd += ["--pin", str(args.pin)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
             print(
                 f"{loop_name:8} {pending:>9} | {r['cw']:>10.0f}ns {r['cl']:>8.0f}ns"
                 f" {r['cl'] / r['cw']:>5.2f}x | {r['fw']:>8.0f}ns {r['fl']:>8.0f}ns"
