@@ -576,7 +576,7 @@ async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
     timer = SystemTimer("manual")  # no reaper: advance_clock drives it
     assert await timer.advance_clock(0) is False
     assert await timer.advance_clock(5) is False
-    timer.add(Stamp(30, timer, out))
+    timer.add(Stamp(300, timer, out))
     assert await timer.advance_clock(1) is False
     assert await timer.advance_clock(2_000) is True  # an overflow bucket cascades it
     if not out:

@@ -61,8 +61,8 @@ async def test_a_running_reaper_pins_the_timers_clock_and_leaving_unpins_it() ->
         first = clock.now_ms()
         pinned = timer.now_ms()
         assert first <= pinned <= clock.now_ms()
-        await asyncio.sleep(0.002)
-        assert timer.now_ms() >= pinned + 2  # it reads the clock, it does not cache it
+        await asyncio.sleep(0.01)
+        assert timer.now_ms() > pinned  # it reads the clock, it does not cache it
     assert pinned_reader() is None
 
 
