@@ -10,8 +10,10 @@ closed, within a timer tick of its deadline. Received bytes are discarded. The
 server prints how many connections it holds and has reaped every
 ``--report-s`` seconds, and shuts down cleanly on SIGINT or SIGTERM (or after
 ``--run-for-s``): it stops listening, sends every connection a
-``server shutting down`` line, closes them all (aborting any that do not drain
-within a grace period), and stops the timer's reaper.
+``server shutting down`` line and half-closes it, closes each once its client has
+left (aborting any still there after a grace period: closing outright would
+reset a connection whose last bytes were not read, and lose the line), and stops
+the timer's reaper.
 
 :class:`IdleServer` is the whole server logic, importable and usable on port 0::
 
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import cast
 
@@ -40,6 +43,10 @@ DEFAULT_BACKLOG = 4096  # bursts of thousands of connects; the kernel caps it at
 DEFAULT_GRACE_S = 2.0  # how long a shutdown waits for connections to drain before aborting
 
 
+def _ignore(conn: _Connection) -> None:
+    """The touch of a connection being closed: it is no longer tracked."""
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: every chunk received touches it; EOF closes it."""
 
@@ -47,7 +54,9 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, server: IdleServer) -> None:
         self._server = server
-        self._touch = server._touch  # the tracker's bound touch, shared by all connections
+        self._touch: Callable[[_Connection], None] = (
+            server._touch
+        )  # the tracker's bound touch, shared by all connections
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -59,6 +68,23 @@ class _Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         return False  # the client is done: close our side too
+
+    def say_goodbye(self, line: bytes) -> None:
+        """Send ``line`` and half-close; close when the client has read it and left.
+
+        Closing at once would drop the client's unread bytes, and a socket closed
+        with unread bytes is reset by the kernel, which can destroy the goodbye
+        before the client reads it. Half-closed, the connection keeps reading
+        (and discarding) until the client's EOF, or the server's grace period.
+        """
+        transport = self.transport
+        assert transport is not None
+        self._touch = _ignore  # no more idle tracking: it is going
+        transport.write(line)
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:
+            transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._server._connection_lost(self)
@@ -163,11 +189,8 @@ class IdleServer:
             if self._connections:
                 self._all_closed = asyncio.Event()
                 for conn in list(self._connections):
-                    transport = conn.transport
-                    assert transport is not None
                     self.shut_down += 1
-                    transport.write(SHUTDOWN)
-                    transport.close()
+                    conn.say_goodbye(SHUTDOWN)
                 try:
                     await asyncio.wait_for(self._all_closed.wait(), grace_s)
                 except TimeoutError:
@@ -211,8 +234,7 @@ class IdleServer:
         if self._closing:  # accepted just before close(): turn it away
             assert conn.transport is not None
             self.shut_down += 1
-            conn.transport.write(SHUTDOWN)
-            conn.transport.close()
+            conn.say_goodbye(SHUTDOWN)
             return
         self._touch(conn)
 

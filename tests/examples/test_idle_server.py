@@ -287,3 +287,25 @@ def _read_to_eof(sock: socket.socket) -> bytes:
     while chunk := sock.recv(4096):  # the socket's timeout bounds each wait
         data += chunk
     return bytes(data)
+
+
+@pytest.mark.asyncio
+async def test_shutdown_reaches_a_client_whose_last_bytes_were_not_read_yet() -> None:
+    """Closing a socket with unread bytes makes the kernel send a reset, which can
+    destroy the goodbye before the client reads it: the server half-closes, keeps
+    reading, and closes only once the client has seen the goodbye and left."""
+    for _ in range(10):  # the race is in the kernel: try it a few times
+        server = IdleServer(60_000)
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            await wait_until(lambda s=server: s.connections == 1, GENEROUS_S)  # type: ignore[misc]
+            writer.write(b"x" * 65536)  # arrives while the server shuts down
+            closing = asyncio.ensure_future(server.close())
+            got = await asyncio.wait_for(reader.read(), GENEROUS_S)
+            assert got == SHUTDOWN
+            writer.close()
+            await closing
+            assert server.connections == 0 and server.shut_down == 1
+        finally:
+            await server.close()
