@@ -25,14 +25,18 @@ Try it with ``nc 127.0.0.1 8888``: type a line now and then, then stop typing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import errno
+import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from types import TracebackType
 from typing import cast
+
+from _cli import Parser, int_at_least, interrupted, port, seconds
 
 from purgatory import IdleTracker, SystemTimer
 
@@ -253,25 +257,46 @@ class IdleServer:
         transport.close()  # flushes the goodbye, then closes
 
 
+class CannotListenError(Exception):
+    """The server could not listen: the address is in use, the host does not
+    resolve or is not this machine's. The message says which, in one line."""
+
+
+def _why_not_listening(host: str, port: int, exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve --host {host!r}: {exc.strerror}"
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    hint = ""
+    if exc.errno == errno.EADDRINUSE:
+        hint = "; pick another --port (0: any free port)"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        hint = "; --host must be an address of this machine"
+    return f"cannot listen on {host}:{port}: {reason}{hint}"
+
+
 async def serve(
-    host: str,
-    port: int,
-    timeout_ms: int,
+    server: IdleServer,
     *,
-    tick_ms: int = DEFAULT_TICK_MS,
     report_s: float = 5.0,
     run_for_s: float | None = None,
 ) -> IdleServer:
-    """Run the server until SIGINT/SIGTERM or ``run_for_s``, printing statistics."""
+    """Run ``server`` until SIGINT/SIGTERM or ``run_for_s``, printing statistics.
+
+    Raises :class:`CannotListenError` if it cannot start listening.
+    """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     deadline = None if run_for_s is None else loop.time() + run_for_s
     try:
-        async with IdleServer(timeout_ms, host=host, port=port, tick_ms=tick_ms) as server:
+        try:
+            await server.start()
+        except OSError as exc:
+            raise CannotListenError(_why_not_listening(server.host, server.port, exc)) from exc
+        try:
             print(
-                f"listening on {server.host}:{server.port}, idle timeout {timeout_ms} ms",
+                f"listening on {server.host}:{server.port}, idle timeout {server.timeout_ms} ms",
                 flush=True,
             )
             while not stop.is_set():
@@ -282,6 +307,8 @@ async def serve(
                     await asyncio.wait_for(stop.wait(), wait_s)
                 print(server.stats(), flush=True)
             print("shutting down", flush=True)
+        finally:
+            await server.close()
         print(f"closed; {server.stats()}", flush=True)
         return server
     finally:
@@ -290,35 +317,60 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8888, help="port (0: any free port)")
-    parser.add_argument("--timeout-ms", type=int, default=30_000, help="idle timeout")
-    parser.add_argument("--tick-ms", type=int, default=DEFAULT_TICK_MS, help="timer tick")
-    parser.add_argument("--report-s", type=float, default=5.0, help="statistics period")
-    parser.add_argument("--run-for-s", type=float, default=None, help="stop after this long")
-    parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
-    args = parser.parse_args(argv)
-    if args.timeout_ms <= 0:
-        parser.error("--timeout-ms must be positive")
-    if args.report_s <= 0:
-        parser.error("--report-s must be positive")
-    coro = serve(
-        args.host,
-        args.port,
-        args.timeout_ms,
-        tick_ms=args.tick_ms,
-        report_s=args.report_s,
-        run_for_s=args.run_for_s,
+    parser = Parser(
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 after a clean shutdown, 1 if it cannot listen (port in use, "
+        "host not found), 2 for a refused option.",
     )
-    if args.uvloop:
-        import uvloop
-
-        print("event loop: uvloop", flush=True)
-        uvloop.run(coro)
-    else:
-        print("event loop: asyncio", flush=True)
-        asyncio.run(coro)
+    parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
+    parser.add_argument("--port", type=port, default=8888, help="TCP port; 0 picks any free port")
+    parser.add_argument(
+        "--timeout-ms",
+        type=int_at_least(1),
+        default=30_000,
+        help="close connections silent this long",
+    )
+    parser.add_argument(
+        "--tick-ms",
+        type=int_at_least(1),
+        default=DEFAULT_TICK_MS,
+        help="the timer's tick: a connection is closed within a tick after its timeout",
+    )
+    parser.add_argument(
+        "--report-s",
+        type=seconds(allow_zero=False),
+        default=5.0,
+        help="print statistics this often",
+    )
+    parser.add_argument(
+        "--run-for-s",
+        type=seconds(allow_zero=True),
+        default=None,
+        help="stop after this long (default: run until SIGINT or SIGTERM)",
+    )
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop instead of asyncio")
+    args = parser.parse_args(argv)
+    try:
+        server = IdleServer(args.timeout_ms, host=args.host, port=args.port, tick_ms=args.tick_ms)
+    except ValueError as exc:  # the library's own limits: a tick of at most 2**40 ms
+        parser.error(str(exc))
+    coro = serve(server, report_s=args.report_s, run_for_s=args.run_for_s)
+    try:
+        if args.uvloop:
+            try:
+                import uvloop
+            except ImportError:
+                coro.close()
+                parser.fail("--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
+            print("event loop: uvloop", flush=True)
+            uvloop.run(coro)
+        else:
+            print("event loop: asyncio", flush=True)
+            asyncio.run(coro)
+    except CannotListenError as exc:
+        parser.fail(str(exc))
+    except KeyboardInterrupt:  # before the signal handlers were set, or after
+        interrupted()
     return 0
 
 

@@ -23,6 +23,8 @@ from typing import cast
 
 import pytest
 
+from ..cli_kit import assert_one_line_error, run_cli
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 from idle_server import GOODBYE, SHUTDOWN, IdleServer  # noqa: E402
@@ -309,3 +311,83 @@ async def test_shutdown_reaches_a_client_whose_last_bytes_were_not_read_yet() ->
             assert server.connections == 0 and server.shut_down == 1
         finally:
             await server.close()
+
+
+# -- the command line's bad input: one line on stderr, no traceback, nothing left ---------
+
+
+def _run_refused(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the server with ``args`` in an empty folder; it must leave it empty."""
+    result = run_cli([str(EXAMPLES / "idle_server.py"), *args], cwd=tmp_path, timeout_s=30)
+    assert list(tmp_path.iterdir()) == []
+    return result
+
+
+@pytest.mark.parametrize(
+    ("args", "mentions"),
+    [
+        (["--port", "70000"], "argument --port: must be an integer from 0 to 65535, not '70000'"),
+        (["--port", "-1"], "argument --port"),
+        (["--port", "http"], "argument --port"),
+        (["--tick-ms", "0"], "argument --tick-ms: must be an integer >= 1, not '0'"),
+        (["--tick-ms", str(2**41)], "tick_ms must be at most"),
+        (["--timeout-ms", "-5"], "argument --timeout-ms"),
+        (["--report-s", "0"], "argument --report-s"),
+        (["--report-s", "nan"], "argument --report-s"),
+        (["--run-for-s", "-1"], "argument --run-for-s"),
+        (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    ],
+)
+def test_a_refused_option_is_one_line_and_status_2(
+    tmp_path: Path, args: list[str], mentions: str
+) -> None:
+    result = _run_refused(tmp_path, *args)
+    line = assert_one_line_error(result, status=2, mentions=mentions)
+    assert line.startswith("idle_server.py: error: ") and line.endswith("(see --help)")
+    assert result.stdout == ""  # refused before anything ran
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_port_in_use_is_one_line_and_status_1(tmp_path: Path, loop: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        uvloop = ["--uvloop"] if loop == "uvloop" else []
+        result = _run_refused(tmp_path, "--port", str(port), "--run-for-s", "5", *uvloop)
+    assert_one_line_error(
+        result, status=1, mentions=f"cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert "listening" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("host", "mentions"),
+    [
+        ("no-such-host.invalid", "cannot resolve --host 'no-such-host.invalid'"),
+        ("192.0.2.1", "cannot listen on 192.0.2.1:0"),  # TEST-NET-1: never this machine's
+    ],
+)
+def test_a_host_it_cannot_listen_on_is_one_line_and_status_1(
+    tmp_path: Path, host: str, mentions: str
+) -> None:
+    result = _run_refused(tmp_path, "--host", host, "--port", "0", "--run-for-s", "5")
+    assert_one_line_error(result, status=1, mentions=mentions)
+    assert "listening" not in result.stdout
+
+
+def test_help_shows_every_options_default(tmp_path: Path) -> None:
+    result = _run_refused(tmp_path, "--help")
+    assert result.returncode == 0 and result.stderr == ""
+    text = " ".join(result.stdout.split())
+    for option, default in [
+        ("--host HOST", "(default: 127.0.0.1)"),
+        ("--port PORT", "(default: 8888)"),
+        ("--timeout-ms TIMEOUT_MS", "(default: 30000)"),
+        ("--tick-ms TICK_MS", "(default: 10)"),
+        ("--report-s REPORT_S", "(default: 5.0)"),
+        ("--run-for-s RUN_FOR_S", "(default: run until SIGINT or SIGTERM)"),
+        ("--uvloop", "(default: off)"),
+    ]:
+        after = text.split(f" {option} ", 1)[1]
+        assert default in after.split(" --", 1)[0], (option, default)

@@ -1,0 +1,115 @@
+"""What the example programs share on the command line: one-line errors, shown defaults.
+
+Every program answers bad input the same way: one line on stderr,
+``PROG: error: WHAT (see --help)``, no traceback, and exit status 2 for a
+command line it refuses (checked before anything runs) or 1 for a failure at
+run time (a port in use, a host name that does not resolve). argparse itself
+prints its usage line above the error; :class:`Parser` prints the error line
+only, and :meth:`Parser.fail` is the same line for a failure at run time.
+:class:`Parser` also shows every option's default in ``--help``.
+
+The programs run as scripts (``python examples/timers.py``), so Python puts
+``examples/`` first on ``sys.path``, and they ``from _cli import Parser``; a
+program run as a package (``python -m examples.kafka_broker``) or a test puts
+``examples/`` on ``sys.path`` first, as ``tests/examples`` does.
+
+The argument types (:func:`int_at_least`, :func:`port`, :func:`seconds`) name
+what they accept, so argparse's message reads
+``argument --port: must be an integer from 0 to 65535, not '70000'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+__all__ = ["Parser", "int_at_least", "interrupted", "port", "seconds"]
+
+USAGE_ERROR = 2  # the command line is refused; nothing ran
+RUNTIME_ERROR = 1  # the command line is fine, running it failed
+
+
+class _ShowDefaults(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help, unless the help already says
+    what the default is (``default`` in its text) or there is none (None)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is argparse.SUPPRESS:
+            return text
+        if not action.option_strings:
+            return text
+        if action.nargs == 0:  # a flag: store_true / store_false
+            return f"{text} (default: {'on' if default else 'off'})"
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors are one line, exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _ShowDefaults)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """A refused command line: one line on stderr, exit status 2."""
+        self._one_line(USAGE_ERROR, f"{message} (see --help)")
+
+    def fail(self, message: str) -> NoReturn:
+        """A failure at run time: one line on stderr, exit status 1."""
+        self._one_line(RUNTIME_ERROR, message)
+
+    def _one_line(self, status: int, message: str) -> NoReturn:
+        text = " ".join(message.split())  # one line, whatever the message held
+        self.exit(status, f"{self.prog}: error: {text}\n")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argument type: an integer no smaller than ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {text!r}")
+        return value
+
+    return parse
+
+
+def port(text: str) -> int:
+    """An argument type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535, not {text!r}")
+    return value
+
+
+def seconds(*, allow_zero: bool) -> Callable[[str], float]:
+    """An argument type: a finite number of seconds, positive (or zero, if allowed)."""
+    wanted = "a number >= 0" if allow_zero else "a number > 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"must be {wanted} (seconds), not {text!r}")
+        return value
+
+    return parse
+
+
+def interrupted() -> NoReturn:
+    """Ctrl-C: no traceback, the shell's status for SIGINT (128 + 2)."""
+    sys.exit(130)
