@@ -1,4 +1,26 @@
-"""DelayedOperationPurgatory beyond Kafka's scenarios: awaiting, closing, errors, purge."""
+"""DelayedOperationPurgatory beyond Kafka's scenarios: awaiting, closing, errors, purge.
+
+Callbacks that misbehave, and re-entrant calls: the core stays consistent. A timer
+task or an operation callback may raise anything: an ``Exception``, a
+``BaseException`` that is not one (``asyncio.CancelledError``, ``GeneratorExit``,
+``trio.Cancelled`` raised by hand: ``timer_kit.CALLBACK_ERRORS``), or
+``KeyboardInterrupt`` / ``SystemExit`` (``timer_kit.INTERRUPTS``). The rules the
+tests here and in ``test_timer.py`` pin down:
+
+* anything but ``KeyboardInterrupt`` and ``SystemExit`` is a callback error like
+  any other: reported (here, with no loop running: raised after the pass), and
+  the pass goes on;
+* ``KeyboardInterrupt`` and ``SystemExit`` propagate at once, leaving the timer
+  and the purgatory consistent: what did not run yet stays scheduled and
+  watched, and runs at the next poll or walk.
+
+The purgatory's own methods may be called from its callbacks on the key being
+walked (``check_and_complete``, ``cancel_for_key``, ``purge_completed``) and do
+what they say; ``try_complete_else_watch`` validates everything before it
+changes anything.
+
+Real-loop versions (the reaper never dies) are in ``tests/aio/test_backends.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""SystemTimer behaviour beyond Kafka's scenarios: validation, moves, errors, due list."""
+"""SystemTimer behaviour beyond Kafka's scenarios: validation, moves, errors, due list.
+
+Tasks that raise follow the rules stated in ``test_purgatory.py``: a callback
+error is reported and the pass goes on; ``KeyboardInterrupt`` and ``SystemExit``
+propagate at once and leave what did not run scheduled.
+"""
 
 from __future__ import annotations
 
