@@ -9,9 +9,10 @@ only, and :meth:`Parser.fail` is the same line for a failure at run time.
 :class:`Parser` also shows every option's default in ``--help``.
 
 The programs run as scripts (``python examples/timers.py``), so Python puts
-``examples/`` first on ``sys.path``, and they ``from _cli import Parser``; a
-program run as a package (``python -m examples.kafka_broker``) or a test puts
-``examples/`` on ``sys.path`` first, as ``tests/examples`` does.
+``examples/`` first on ``sys.path``, and they ``from _cli import Parser`` (mypy,
+given ``examples``, resolves ``_cli`` the same way). A program run as a package
+(``python -m examples.kafka_broker``) has the repository root there instead: it
+puts ``examples/`` on ``sys.path`` before that import, as ``tests/examples`` does.
 
 The argument types (:func:`int_at_least`, :func:`port`, :func:`seconds`) name
 what they accept, so argparse's message reads
