@@ -118,7 +118,7 @@ def stable_group_of_two(
     assert not rb.syncs  # a follower waits for the leader
     c.sync_group("g", 1, a, {a: b"A", b: b"B"}, ra.sync)
     assert [s.assignment for s in ra.syncs + rb.syncs] == [b"A", b"B"]
-    assert group.state is GroupState.STABLE
+    assert c.describe_group("g").state == "Stable"
     c.check_invariants()
     return a, b, ra, rb
 
@@ -175,6 +175,7 @@ def test_a_clean_leave_rebalances_at_once(
     coordinator.leave_group("g", [b])
     group = coordinator.group("g")
     # the last member left while completing: the next generation, at once, is Empty
+    assert group is not None
     assert group.state is GroupState.EMPTY and group.generation_id == 3
 
 
