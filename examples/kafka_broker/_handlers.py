@@ -71,6 +71,7 @@ from purgatory.broker import (
     FetchPartitionData,
     FetchPartitionStatus,
     Followers,
+    GroupCoordinator,
     ProducePartitionResponse,
     ProducePartitionStatus,
     RecordBatchHeader,
@@ -79,6 +80,7 @@ from purgatory.broker import (
 
 from . import _codec as codec
 from ._config import WireConfig
+from ._groups import GroupHandlers
 from ._idempotence import (
     BatchMetadata,
     ProducerIdAllocator,
@@ -129,7 +131,8 @@ class RequestHandler:
     """Topics, producer state and the per-API handlers; see module doc. Not thread-safe.
 
     ``timer`` (the wire broker's, its reaper running) expires idempotent producer
-    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`)."""
+    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`).
+    ``coordinator`` answers the group APIs (see :mod:`._groups`)."""
 
     def __init__(
         self,
@@ -139,8 +142,11 @@ class RequestHandler:
         advertised: Callable[[], tuple[str, int]],
         *,
         timer: SystemTimer,
+        coordinator: GroupCoordinator,
     ) -> None:
         self.broker = broker
+        self.groups = GroupHandlers(coordinator, advertised)
+        self._client_host = ""
         self.replicas = replicas
         self.config = config
         self._advertised = advertised
@@ -159,15 +165,25 @@ class RequestHandler:
             codec.FETCH: self._fetch,
             codec.LIST_OFFSETS: self._list_offsets,
             codec.METADATA: self._metadata,
-            codec.FIND_COORDINATOR: self._find_coordinator,
+            codec.FIND_COORDINATOR: self.groups.find_coordinator,
             codec.API_VERSIONS: self._api_versions,
             codec.INIT_PRODUCER_ID: self._init_producer_id,
+            codec.JOIN_GROUP: self._join_group,
+            codec.SYNC_GROUP: self._sync_group,
+            codec.HEARTBEAT: self.groups.heartbeat,
+            codec.LEAVE_GROUP: self.groups.leave_group,
+            codec.OFFSET_COMMIT: self.groups.offset_commit,
+            codec.OFFSET_FETCH: self.groups.offset_fetch,
+            codec.LIST_GROUPS: self.groups.list_groups,
+            codec.DESCRIBE_GROUPS: self.groups.describe_groups,
         }
 
     # -- dispatch --------------------------------------------------------------
 
-    def handle(self, frame: bytes) -> Reply:
-        """Decode one request frame (without its size prefix) and answer it; see module doc."""
+    def handle(self, frame: bytes, client_host: str = "") -> Reply:
+        """Decode one request frame (without its size prefix) and answer it; see module doc.
+        ``client_host``: the peer's address (DescribeGroups shows it)."""
+        self._client_host = client_host
         try:
             peek = codec.peek_header(frame)
         except ValueError as exc:
@@ -328,17 +344,17 @@ class RequestHandler:
         )
         return codec.encode_response(response, req.correlation_id)
 
-    def _find_coordinator(self, req: codec.DecodedRequest) -> Reply:
-        response = codec.FindCoordinatorResponse(
-            version=req.api_version,
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="this example broker has no group or transaction coordinator",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-        return codec.encode_response(response, req.correlation_id)
+    def _join_group(self, req: codec.DecodedRequest) -> Reply:
+        future, finish = self.groups.join_group(req, self._client_host)
+        if future.done():
+            return finish([future.result()])
+        return Pending([future], finish)
+
+    def _sync_group(self, req: codec.DecodedRequest) -> Reply:
+        future, finish = self.groups.sync_group(req)
+        if future.done():
+            return finish([future.result()])
+        return Pending([future], finish)
 
     def _init_producer_id(self, req: codec.DecodedRequest) -> Reply:
         body = req.body

@@ -27,7 +27,13 @@ from types import TracebackType
 from typing import Any
 
 from purgatory import SystemTimer
-from purgatory.broker import Broker, CorruptRecordError, Followers, HighWatermarkHook
+from purgatory.broker import (
+    Broker,
+    CorruptRecordError,
+    Followers,
+    GroupCoordinator,
+    HighWatermarkHook,
+)
 
 from ._accept import Acceptor, listen
 from ._config import WireConfig
@@ -43,7 +49,8 @@ WIRE_TICK_MS = 10
 
 
 def existing_topics(data_dir: Path) -> list[str]:
-    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries)."""
+    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries).
+    (The coordinator's ``__consumer_offsets`` directory has no ``-<n>``, so is no topic.)"""
     if not data_dir.is_dir():
         return []
     names = set()
@@ -75,6 +82,7 @@ class KafkaWireBroker:
         self._replicas: Followers | None = None
         self._handler: RequestHandler | None = None
         self._timer: SystemTimer | None = None
+        self._coordinator: GroupCoordinator | None = None
         self._limits: ConnectionLimits | None = None
         self._listener: socket.socket | None = None
         self._acceptor: Acceptor | None = None
@@ -105,6 +113,13 @@ class KafkaWireBroker:
         if self._timer is None:
             raise RuntimeError("the wire broker is not started")
         return self._timer
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """The group coordinator (consumer groups, committed offsets)."""
+        if self._coordinator is None:
+            raise RuntimeError("the wire broker is not started")
+        return self._coordinator
 
     @property
     def replicas(self) -> Followers:
@@ -152,6 +167,9 @@ class KafkaWireBroker:
         timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock)
         await timer.__aenter__()
         self._timer = timer
+        coordinator = GroupCoordinator(data_dir, cfg.group_config(), clock=broker.clock)
+        await coordinator.__aenter__()
+        self._coordinator = coordinator
         self._limits = ConnectionLimits(cfg, timer, self.stats)
         self._replicas = Followers(
             broker,
@@ -162,7 +180,12 @@ class KafkaWireBroker:
             on_high_watermark=self._on_high_watermark,
         )
         self._handler = RequestHandler(
-            broker, self._replicas, cfg, lambda: (cfg.host, self._port), timer=timer
+            broker,
+            self._replicas,
+            cfg,
+            lambda: (cfg.host, self._port),
+            timer=timer,
+            coordinator=coordinator,
         )
         self._open_existing_topics(Path(data_dir))
         try:
@@ -209,6 +232,8 @@ class KafkaWireBroker:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._timer is not None:
             await self._timer.__aexit__(None, None, None)
+        if self._coordinator is not None:
+            await self._coordinator.close()
         if self._replicas is not None:
             await self._replicas.close()
         if self._broker is not None:
