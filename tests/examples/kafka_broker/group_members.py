@@ -20,9 +20,22 @@ import asyncio
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 HEARTBEAT_MS = 300
 POLL_MS = 100
+
+
+def python_options(bootstrap: str, group: str, session_ms: int) -> dict[str, Any]:
+    """kafka-python's and aiokafka's consumer options (the same names in both)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": HEARTBEAT_MS,
+    }
 
 
 class Member:
@@ -99,13 +112,7 @@ class KafkaPythonMember(Member):
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
-            self.topic,
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=self.session_ms,
-            heartbeat_interval_ms=HEARTBEAT_MS,
+            self.topic, **python_options(self.bootstrap, self.group, self.session_ms)
         )
 
     def poll(self) -> list[tuple[int, int]]:
@@ -166,13 +173,7 @@ class AiokafkaMember(Member):
         from aiokafka import AIOKafkaConsumer
 
         consumer = AIOKafkaConsumer(
-            self.topic,
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=self.session_ms,
-            heartbeat_interval_ms=HEARTBEAT_MS,
+            self.topic, **python_options(self.bootstrap, self.group, self.session_ms)
         )
         await consumer.start()
         try:
@@ -199,15 +200,7 @@ def main(argv: list[str]) -> None:
     from kafka import KafkaConsumer
 
     bootstrap, group, topic, session_ms = argv[0], argv[1], argv[2], int(argv[3])
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS,
-    )
+    consumer = KafkaConsumer(topic, **python_options(bootstrap, group, session_ms))
     assigned: list[int] = []
     while True:
         batches = consumer.poll(timeout_ms=POLL_MS)
