@@ -149,7 +149,27 @@ class KafkaWireBroker:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the broker and listen. Raises OSError if the port is taken."""
+        """Listen, then open the broker. Raises OSError if the port is taken or the host
+        does not resolve (before anything is opened), or if the data directory cannot
+        be used."""
+        cfg = self.config
+        # bind first: a port in use or a bad host fails before anything is created
+        self._listener = await listen(cfg.host, cfg.port)
+        self._port = self._listener.getsockname()[1]
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+        assert self._listener is not None
+        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
+        self._accept_task = asyncio.get_running_loop().create_task(
+            self._acceptor.run(), name=f"accept-{self._port}"
+        )
+        log.info("listening on %s", self.bootstrap_servers)
+
+    async def _open(self) -> None:
+        """Open the broker, its timer, the coordinator, the followers, the handler."""
         cfg = self.config
         data_dir = cfg.data_dir
         if data_dir is None:
@@ -188,17 +208,6 @@ class KafkaWireBroker:
             coordinator=coordinator,
         )
         self._open_existing_topics(Path(data_dir))
-        try:
-            self._listener = await listen(cfg.host, cfg.port)
-        except OSError:
-            await self.close()
-            raise
-        self._port = self._listener.getsockname()[1]
-        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
-        self._accept_task = asyncio.get_running_loop().create_task(
-            self._acceptor.run(), name=f"accept-{self._port}"
-        )
-        log.info("listening on %s", self.bootstrap_servers)
 
     def _open_existing_topics(self, data_dir: Path) -> None:
         """Open the topics already in ``data_dir`` now, as Kafka loads its logs at start,
