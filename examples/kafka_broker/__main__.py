@@ -199,50 +199,46 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: the consumer-group options: (config field, help); the flag is the field's name
+GROUP_OPTIONS = (
+    (
+        "group_initial_rebalance_delay_ms",
+        "an empty group's first rebalance waits this long for more members, again "
+        "while they keep coming, up to the rebalance timeout "
+        "(Kafka's group.initial.rebalance.delay.ms)",
+    ),
+    (
+        "group_min_session_timeout_ms",
+        "the shortest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT "
+        "(Kafka's group.min.session.timeout.ms)",
+    ),
+    (
+        "group_max_session_timeout_ms",
+        "the longest session timeout a member may ask for (Kafka's group.max.session.timeout.ms)",
+    ),
+    (
+        "offsets_retention_minutes",
+        "committed offsets of a group without members are dropped this long after the "
+        "later of their commit and the group emptying (Kafka's offsets.retention.minutes)",
+    ),
+)
+
+
 def add_group_options(p: argparse.ArgumentParser) -> None:
     """The consumer-group coordinator's settings (README: consumer groups)."""
     g = p.add_argument_group("consumer groups")
-    g.add_argument(
-        "--group-initial-rebalance-delay-ms",
-        type=int,
-        default=_D.group_initial_rebalance_delay_ms,
-        help="an empty group's first rebalance waits this long for more members, again "
-        "while they keep coming, up to the rebalance timeout "
-        "(Kafka's group.initial.rebalance.delay.ms; default %(default)s)",
-    )
-    g.add_argument(
-        "--group-min-session-timeout-ms",
-        type=int,
-        default=_D.group_min_session_timeout_ms,
-        help="the shortest session timeout a member may ask for, else "
-        "INVALID_SESSION_TIMEOUT (Kafka's group.min.session.timeout.ms; default %(default)s)",
-    )
-    g.add_argument(
-        "--group-max-session-timeout-ms",
-        type=int,
-        default=_D.group_max_session_timeout_ms,
-        help="the longest session timeout a member may ask for "
-        "(Kafka's group.max.session.timeout.ms; default %(default)s)",
-    )
-    g.add_argument(
-        "--offsets-retention-minutes",
-        type=int,
-        default=_D.offsets_retention_minutes,
-        help="committed offsets of a group without members are dropped this long after "
-        "the later of their commit and the group emptying "
-        "(Kafka's offsets.retention.minutes; default %(default)s)",
-    )
+    for field, text in GROUP_OPTIONS:
+        g.add_argument(
+            "--" + field.replace("_", "-"),
+            type=int,
+            default=getattr(_D, field),
+            help=text + "; default %(default)s",
+        )
 
 
 def group_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`WireConfig` fields set by :func:`add_group_options`."""
-    names = (
-        "group_initial_rebalance_delay_ms",
-        "group_min_session_timeout_ms",
-        "group_max_session_timeout_ms",
-        "offsets_retention_minutes",
-    )
-    return {name: getattr(args, name) for name in names}
+    return {field: getattr(args, field) for field, _ in GROUP_OPTIONS}
 
 
 def limit_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -304,11 +300,12 @@ async def serve(config: WireConfig) -> None:
         if wire.port == 0:  # the listener failed: the address is the problem
             raise StartupError(f"cannot listen on {where}: {reason}") from None
         raise StartupError(f"cannot open the broker's data: {reason}", status=1) from None
-    print(f"kafka-wire example broker listening on {wire.bootstrap_servers}", flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, lambda: loop.create_task(wire.close()))
+    # said once Ctrl-C and SIGTERM stop it cleanly
+    print(f"kafka-wire example broker listening on {wire.bootstrap_servers}", flush=True)
     await wire.serve_forever()
 
 

@@ -25,10 +25,19 @@ LIMITS = {
 }
 
 
-def test_limit_options_reach_the_config() -> None:
-    argv = [arg for option, (_, v) in LIMITS.items() for arg in (option, str(v))]
+GROUPS = {
+    "--group-initial-rebalance-delay-ms": ("group_initial_rebalance_delay_ms", 250),
+    "--group-min-session-timeout-ms": ("group_min_session_timeout_ms", 1000),
+    "--group-max-session-timeout-ms": ("group_max_session_timeout_ms", 60_000),
+    "--offsets-retention-minutes": ("offsets_retention_minutes", 5),
+}
+
+
+@pytest.mark.parametrize("options", [LIMITS, GROUPS], ids=["limits", "groups"])
+def test_options_reach_the_config(options: dict[str, tuple[str, int]]) -> None:
+    argv = [arg for option, (_, v) in options.items() for arg in (option, str(v))]
     config, _ = parse_args(argv)
-    for field, value in LIMITS.values():
+    for field, value in options.values():
         assert getattr(config, field) == value, field
 
 
@@ -45,22 +54,6 @@ def test_a_bad_limit_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         parse_args(["--connections-max-idle-ms", "0"])
     assert "connections_max_idle_ms must be >= 1" in capsys.readouterr().err
-
-
-GROUPS = {
-    "--group-initial-rebalance-delay-ms": ("group_initial_rebalance_delay_ms", 250),
-    "--group-min-session-timeout-ms": ("group_min_session_timeout_ms", 1000),
-    "--group-max-session-timeout-ms": ("group_max_session_timeout_ms", 60_000),
-    "--offsets-retention-minutes": ("offsets_retention_minutes", 5),
-}
-
-
-def test_group_options_reach_the_config() -> None:
-    argv = [arg for option, (_, v) in GROUPS.items() for arg in (option, str(v))]
-    config, _ = parse_args(argv)
-    for field, value in GROUPS.values():
-        assert getattr(config, field) == value, field
-    assert config.group_config().min_session_timeout_ms == 1000
 
 
 def test_help_shows_every_option_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
