@@ -330,7 +330,7 @@ class GroupHandlers:
                     protocol_type=d.protocol_type,
                     protocol_data=d.protocol_name,
                     members=members,
-                    authorized_operations=-2147483648,
+                    authorized_operations=None,  # not asked for (a bit-set in kafka-python)
                 )
             )
         response = dr(version=version, throttle_time_ms=0, groups=groups)
