@@ -34,7 +34,7 @@ from .delayed import (
 )
 from .errors import ErrorCode
 from .followers import Followers, HighWatermarkHook
-from .group_delayed import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
+from .group_delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin
 from .groups import GroupMetadata, GroupState, JoinResult, MemberMetadata, SyncResult
 from .offsets import CommittedOffset, OffsetStore
 from .replication import LEADER_ID, LeaderPartition, ReplicaState
@@ -62,6 +62,7 @@ __all__ = [
     "DelayedHeartbeat",
     "DelayedJoin",
     "DelayedProduce",
+    "DelayedSync",
     "ErrorCode",
     "FetchPartitionData",
     "FetchPartitionStatus",

@@ -11,7 +11,10 @@ One broker coordinates every group (FindCoordinator names it). The requests:
   the group id until every member is back or the rebalance timeout passes. Then
   the generation moves on, a protocol is voted (:mod:`.groups`), and every
   waiting JoinGroup is answered; the leader's answer lists the members and their
-  subscriptions. The group is now CompletingRebalance. A member of a Stable
+  subscriptions. The group is now CompletingRebalance, and its
+  :class:`~.group_delayed.DelayedSync` waits (sync purgatory, same key) for every
+  member's SyncGroup: who has not sent one by the rebalance timeout is removed
+  and the group rebalances (Kafka 3.x). A member of a Stable
   group rejoining with unchanged protocols (not the leader) is answered with the
   current generation without a rebalance.
 * **SyncGroup** (:meth:`sync_group`): the leader sends the assignment; the group
@@ -52,7 +55,7 @@ from types import TracebackType
 
 from .. import Clock, DelayedOperationPurgatory, SystemTimer, TimerTask, TopicPartition
 from .errors import ErrorCode
-from .group_delayed import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
+from .group_delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin
 from .groups import (
     GroupMetadata,
     GroupState,
@@ -167,6 +170,9 @@ class GroupCoordinator:
         self.join_purgatory: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
             "join", timer=SystemTimer("join", clock=clock), reaper_enabled=reaper_enabled
         )
+        self.sync_purgatory: DelayedOperationPurgatory[DelayedSync] = DelayedOperationPurgatory(
+            "sync", timer=SystemTimer("sync", clock=clock), reaper_enabled=reaper_enabled
+        )
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
             DelayedOperationPurgatory(
                 "heartbeat",
@@ -187,6 +193,7 @@ class GroupCoordinator:
     def timers(self) -> tuple[SystemTimer, ...]:
         return (
             self.join_purgatory.timer,
+            self.sync_purgatory.timer,
             self.heartbeat_purgatory.timer,
             self.retention_timer,
         )
@@ -197,6 +204,7 @@ class GroupCoordinator:
 
     async def __aenter__(self) -> GroupCoordinator:
         await self.join_purgatory.__aenter__()
+        await self.sync_purgatory.__aenter__()
         await self.heartbeat_purgatory.__aenter__()
         if self._reaper_enabled:
             await self.retention_timer.start_reaper()
@@ -220,6 +228,7 @@ class GroupCoordinator:
                 self._answer_join(member, JoinResult(gone, member.member_id))
                 self._answer_sync(member, SyncResult(gone))
         await self.join_purgatory.close()
+        await self.sync_purgatory.close()
         await self.heartbeat_purgatory.close()
         if self.retention_timer.reaper is not None:
             await self.retention_timer.stop_reaper()
@@ -387,6 +396,9 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.assignment = b""
                 self._answer_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        if group.pending_sync:  # the generation's DelayedSync has nothing left to wait for
+            group.pending_sync.clear()
+            self.sync_purgatory.check_and_complete(group.group_id)
         was_empty = group.state is Empty
         group.transition(Preparing, self._wall_clock_ms())
         timeout = group.rebalance_timeout_ms()
@@ -428,8 +440,10 @@ class GroupCoordinator:
             return
         group.protocol_name = group.select_protocol()
         group.transition(Completing, now)
+        group.pending_sync = set(group.members)
+        op = DelayedSync(self, group, group.rebalance_timeout_ms())
+        self.sync_purgatory.try_complete_else_watch(op, [group.group_id])
         for member in list(group.members.values()):
-            member.is_new = False
             result = self._join_result(group, member)
             self._answer_join(member, result)
             self._touch(group, member)
@@ -449,6 +463,15 @@ class GroupCoordinator:
             return
         self.expired_members += 1
         self._remove_member_and_update(group, member)
+
+    def expire_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        """The rebalance timeout passed since the join: drop who has not synced."""
+        if group.generation_id != generation_id or not group.pending_sync:
+            return
+        for member_id in list(group.pending_sync):
+            self._remove_member(group, group.members[member_id])
+        group.pending_sync.clear()
+        self._maybe_prepare_rebalance(group)
 
     # -- SyncGroup -------------------------------------------------------------------
 
@@ -482,6 +505,10 @@ class GroupCoordinator:
         if group.state is Preparing:
             return on_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         self._touch(group, member)
+        if member_id in group.pending_sync:
+            group.pending_sync.discard(member_id)
+            if not group.pending_sync:
+                self.sync_purgatory.check_and_complete(group_id)
         if group.state is Stable:
             return on_sync(self._sync_result(group, member))
         if member.awaiting_sync is not None:
@@ -539,6 +566,8 @@ class GroupCoordinator:
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
         group.remove(member.member_id)
+        if not group.pending_sync:
+            self.sync_purgatory.check_and_complete(group.group_id)
         self.heartbeat_purgatory.cancel_for_key((group.group_id, member.member_id))
         self._answer_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))

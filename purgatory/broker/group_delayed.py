@@ -1,5 +1,5 @@
 """The group coordinator's delayed operations: DelayedJoin, InitialDelayedJoin,
-DelayedHeartbeat (Kafka's, on the purgatory).
+DelayedSync, DelayedHeartbeat (Kafka's, on the purgatory).
 
 * :class:`DelayedJoin` waits in the join purgatory under the group's key while a
   rebalance collects its members. ``try_complete`` holds when every known member
@@ -15,6 +15,11 @@ DelayedHeartbeat (Kafka's, on the purgatory).
   (delay 3000, rebalance timeout 10000): first join at 0 -> waits to 3000; a
   second member at 1000 -> at 3000 another wait to 6000 (7000 left, then 4000);
   nobody new by 6000 -> the join completes with both.
+* :class:`DelayedSync` (Kafka 3.x) waits in the sync purgatory under the group's
+  key once a join has completed: it completes when every member of that
+  generation has sent SyncGroup (or the generation is gone); at the rebalance
+  timeout the coordinator removes the members that did not and rebalances, so a
+  leader that never sends the assignment cannot hold the group forever.
 * :class:`DelayedHeartbeat` is one member's session, in the heartbeat purgatory
   under ``(group id, member id)``: a heartbeat (or join, sync, commit) marks the
   member satisfied and completes it through ``check_and_complete``; the
@@ -33,6 +38,7 @@ from .groups import GroupMetadata, MemberMetadata
 __all__ = [
     "DelayedHeartbeat",
     "DelayedJoin",
+    "DelayedSync",
     "GroupCallbacks",
     "InitialDelayedJoin",
 ]
@@ -49,6 +55,8 @@ class GroupCallbacks(Protocol):
         """Wait once more for members (InitialDelayedJoin)."""
 
     def expire_heartbeat(self, group: GroupMetadata, member_id: str, pending: bool) -> None: ...
+
+    def expire_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
 
 
 class DelayedJoin(DelayedOperation[None]):
@@ -103,6 +111,30 @@ class InitialDelayedJoin(DelayedJoin):
             self.coordinator.schedule_initial_join(group, delay, remaining)
         else:
             self.coordinator.complete_join(group)
+
+
+class DelayedSync(DelayedOperation[None]):
+    """A generation waiting for its members' SyncGroup; see the module doc. O(1) per try."""
+
+    __slots__ = ("coordinator", "generation_id", "group")
+
+    def __init__(self, coordinator: GroupCallbacks, group: GroupMetadata, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.generation_id = group.generation_id
+
+    def try_complete(self) -> bool:
+        group = self.group
+        if group.generation_id != self.generation_id or not group.pending_sync:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass  # nothing to answer: the SyncGroup requests answer themselves
+
+    def on_expiration(self) -> None:
+        self.coordinator.expire_sync(self.group, self.generation_id)
 
 
 class DelayedHeartbeat(DelayedOperation[None]):

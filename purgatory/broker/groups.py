@@ -24,6 +24,9 @@ leader prefers. Example: members offering ``[range, roundrobin]``,
 ``[roundrobin, range]`` and ``[roundrobin]``: candidates ``{roundrobin}`` (the
 third offers no range), so roundrobin.
 
+After a join completes, every member must send SyncGroup within the rebalance
+timeout (Kafka 3.x): ``pending_sync`` holds those that have not yet.
+
 This module is state only; :mod:`.coordinator` drives it and
 :mod:`.group_delayed` holds the delayed operations that wait on it.
 """
@@ -98,7 +101,6 @@ class MemberMetadata:
     awaiting_sync: SyncCallback | None = None  # set while its SyncGroup waits
     # a heartbeat (or join, sync, commit) came since its DelayedHeartbeat was scheduled
     heartbeat_satisfied: bool = False
-    is_new: bool = True  # joined in the current rebalance, not yet given a generation
 
     def metadata(self, protocol: str) -> bytes:
         """This member's metadata for ``protocol`` (KeyError if it offers none). O(protocols)."""
@@ -126,6 +128,9 @@ class GroupMetadata:
     members: dict[str, MemberMetadata] = field(default_factory=dict)
     # member id -> session timeout: given an id (MEMBER_ID_REQUIRED), not yet rejoined
     pending: dict[str, int] = field(default_factory=dict)
+    # members of this generation that have not sent SyncGroup yet (DelayedSync waits)
+    # invariant: a subset of members
+    pending_sync: set[str] = field(default_factory=set)
     # a member joined while an InitialDelayedJoin waits (it then waits once more)
     new_member_added: bool = False
     state_since_ms: int = 0  # wall clock of the last state change (offset retention)
@@ -195,6 +200,7 @@ class GroupMetadata:
     def remove(self, member_id: str) -> MemberMetadata | None:
         """Remove a member; a new leader is any remaining member. O(1)."""
         member = self.members.pop(member_id, None)
+        self.pending_sync.discard(member_id)
         if member is not None and self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
@@ -204,6 +210,7 @@ class GroupMetadata:
         assert self.leader_id is None or self.leader_id in self.members, self
         assert self.members or self.leader_id is None
         assert not (set(self.pending) & set(self.members)), self
+        assert self.pending_sync <= set(self.members), self
         if self.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             assert self.members and self.protocol_name is not None, self
         if self.state is GroupState.STABLE:

@@ -289,3 +289,34 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(
     finally:
         c.offsets.close()
     assert GroupCoordinator(tmp_path, clock=clock, reaper_enabled=False).fetch_offsets("solo") == {}
+
+
+def test_a_leader_that_never_syncs_is_removed_at_the_rebalance_timeout(
+    coordinator: GroupCoordinator, clock: ManualClock
+) -> None:
+    """DelayedSync (Kafka 3.x): the follower waits for an assignment that never comes;
+    at the rebalance timeout the leader, who never sent SyncGroup, is removed."""
+    ra, rb = Replies(), Replies()
+    a = new_member(coordinator, ra)
+    b = new_member(coordinator, rb)
+    advance(coordinator, clock, 2 * DELAY_MS)
+    assert ra.joins[-1].leader_id == a
+    group = coordinator.group("g")
+    assert group is not None and group.pending_sync == {a, b}
+    coordinator.sync_group("g", 1, b, {}, rb.sync)
+    assert group.pending_sync == {a} and not rb.syncs
+    for _ in range(REBALANCE_MS // 2000 - 1):  # a heartbeats, but never syncs
+        advance(coordinator, clock, 2000)
+        assert coordinator.heartbeat("g", a, 1) == ErrorCode.NONE
+    assert a in group.members
+    advance(coordinator, clock, 2000)
+    assert a not in group.members and group.state is GroupState.PREPARING_REBALANCE
+    assert rb.syncs[-1].error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    join(coordinator, rb, b)
+    assert (rb.joins[-1].generation_id, rb.joins[-1].leader_id) == (2, b)
+
+
+def test_syncs_complete_the_delayed_sync(coordinator: GroupCoordinator, clock: ManualClock) -> None:
+    stable_group_of_two(coordinator, clock)
+    stats = coordinator.sync_purgatory.statistics()
+    assert (stats.completed_early, coordinator.sync_purgatory.num_delayed) == (1, 0)
