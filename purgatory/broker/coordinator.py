@@ -590,7 +590,7 @@ class GroupCoordinator:
         if generation_id < 0 and not member_id:
             # a consumer outside group management: only while the group has no members
             if group is not None and not group.is_empty:
-                return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.UNKNOWN_MEMBER_ID
         elif group is None or member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         elif group.state is Dead:

@@ -71,7 +71,7 @@ class OffsetStore:
 
     ``wall_clock_ms`` stamps commits (default: the system's wall clock).
     ``fsync``: also fsync each commit (survives a machine crash, costs a disk flush).
-    Not thread-safe.
+    ``compact_min_entries``: see :data:`COMPACT_MIN_ENTRIES`. Not thread-safe.
     """
 
     def __init__(
@@ -80,12 +80,15 @@ class OffsetStore:
         *,
         wall_clock_ms: Callable[[], int] | None = None,
         fsync: bool = False,
+        compact_min_entries: int = COMPACT_MIN_ENTRIES,
     ) -> None:
         self.directory = Path(data_dir) / OFFSETS_DIR
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / COMMITS_FILE
         self.wall_clock_ms: Callable[[], int] = wall_clock_ms or _wall_clock_ms
         self.fsync = fsync
+        self.compact_min_entries = compact_min_entries
+        self.compactions = 0
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._entries = 0  # entries in the file (live, overwritten and tombstones)
         self._load()
@@ -210,7 +213,7 @@ class OffsetStore:
 
     def _maybe_compact(self) -> None:
         live = len(self)
-        if self._entries < COMPACT_MIN_ENTRIES or self._entries <= COMPACT_FACTOR * live:
+        if self._entries < self.compact_min_entries or self._entries <= COMPACT_FACTOR * live:
             return
         tmp = self.directory / (COMMITS_FILE + ".compacting")
         with open(tmp, "wb") as f:
@@ -227,6 +230,7 @@ class OffsetStore:
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._entries = live
+        self.compactions += 1
 
 
 def _entry(tp: TopicPartition, o: CommittedOffset) -> list[object]:

@@ -259,7 +259,7 @@ def test_offsets_commit_with_generation_and_survive_reopening(
     offsets = {TP0: CommittedOffset(42, 3, "meta")}
     assert coordinator.commit_offsets("g", a, 0, offsets) == ErrorCode.ILLEGAL_GENERATION
     assert coordinator.commit_offsets("g", "x", 1, offsets) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert coordinator.commit_offsets("g", "", -1, offsets) == ErrorCode.ILLEGAL_GENERATION
+    assert coordinator.commit_offsets("g", "", -1, offsets) == ErrorCode.UNKNOWN_MEMBER_ID
     assert coordinator.commit_offsets("g", a, 1, offsets) == ErrorCode.NONE
     assert coordinator.commit_offsets("solo", "", -1, {TP0: CommittedOffset(7)}) == 0
     reopened = GroupCoordinator(tmp_path, clock=clock, reaper_enabled=False)
