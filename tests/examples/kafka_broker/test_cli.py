@@ -70,14 +70,19 @@ def test_help_shows_every_option_with_its_default(capsys: pytest.CaptureFixture[
         assert "default" in own_help, option
 
 
-def test_port_in_use_is_one_line_before_listening() -> None:
+def test_port_in_use_is_one_line_before_listening(tmp_path: Path) -> None:
+    data_dir = tmp_path / "new"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run_cli(["-m", "examples.kafka_broker", "--port", str(port)], timeout_s=30)
+        result = run_cli(
+            ["-m", "examples.kafka_broker", "--port", str(port), "--data-dir", str(data_dir)],
+            timeout_s=30,
+        )
     assert "listening" not in result.stdout
     assert_one_line_error(result, status=2, mentions=f"cannot listen on 127.0.0.1:{port}")
+    assert not data_dir.exists()  # nothing made before the port was known to work
 
 
 def test_a_host_that_does_not_resolve_is_one_line() -> None:
