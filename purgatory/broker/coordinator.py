@@ -186,6 +186,7 @@ class GroupCoordinator:
         self._groups: dict[str, GroupMetadata] = {}
         self.rebalances = 0  # joins completed (generations made)
         self.expired_members = 0  # sessions that ran out
+        self.left_members = 0  # members removed by LeaveGroup
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -553,6 +554,7 @@ class GroupCoordinator:
                 if group.state is Preparing:
                     self.join_purgatory.check_and_complete(group_id)
             elif member_id in group.members:
+                self.left_members += 1
                 self._remove_member_and_update(group, group.members[member_id])
                 answers[member_id] = ErrorCode.NONE
             else:
@@ -699,5 +701,6 @@ class GroupCoordinator:
     def __repr__(self) -> str:
         return (
             f"<GroupCoordinator groups={len(self._groups)} offsets={len(self.offsets)} "
-            f"rebalances={self.rebalances} expired_members={self.expired_members}>"
+            f"rebalances={self.rebalances} expired_members={self.expired_members} "
+            f"left_members={self.left_members}>"
         )
