@@ -10,10 +10,12 @@ versions, compact strings, tagged fields) is kafka-python's code
 
 What the broker supports is the table :data:`SUPPORTED_APIS`, which is also
 what ApiVersions advertises. The version ranges are capped where newer versions
-need something the broker does not have: Fetch v13+ and Produce v13+ name topics
-by id only, Metadata v13 adds nothing needed, OffsetCommit v9+ and OffsetFetch
-v9+ belong to the new consumer protocol (KIP-848) and name topics by id from
-v10, ListGroups v5 filters by group type. The group APIs' answers come from
+need something the broker does not have: Produce v13+ names topics by id only,
+Fetch v17+ carries replica directory ids, Metadata v13 adds nothing needed,
+OffsetCommit v9+ and OffsetFetch v9+ belong to the new consumer protocol
+(KIP-848) and name topics by id from v10, ListGroups v5 filters by group type.
+Fetch v13-16 name topics by id: the broker maps them to names (see
+:mod:`._handlers`). The group APIs' answers come from
 :class:`purgatory.broker.GroupCoordinator` (see :mod:`._groups`).
 
 kafka-python 3.0.12 is pinned (the ``kafka`` extra). Importing it on Python 3.11
@@ -158,7 +160,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
     for spec in (
         ApiSpec(PRODUCE, "Produce", ProduceRequest, ProduceResponse, 3, 9),
-        ApiSpec(FETCH, "Fetch", FetchRequest, FetchResponse, 4, 12),
+        ApiSpec(FETCH, "Fetch", FetchRequest, FetchResponse, 4, 16),
         ApiSpec(LIST_OFFSETS, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
         ApiSpec(METADATA, "Metadata", MetadataRequest, MetadataResponse, 0, 12),
         ApiSpec(OFFSET_COMMIT, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8),

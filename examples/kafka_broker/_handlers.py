@@ -123,6 +123,8 @@ Reply = bytes | Pending[Any] | None
 #: Partitions one request may create before its other new topics are put off (each
 #: takes a few file-system calls, a millisecond or more, with the event loop blocked).
 CREATE_PARTITIONS_PER_REQUEST = 100
+#: Fetch names topics by id from this version on (KIP-516)
+FETCH_BY_TOPIC_ID = 13
 _RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
 _HEADER_MAGIC_AT = 16
 
@@ -151,6 +153,7 @@ class RequestHandler:
         self.config = config
         self._advertised = advertised
         self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
+        self._topic_names: dict[uuid.UUID, str] = {}  # topic id -> name (Fetch v13+)
         expiration_ms = config.producer_id_expiration_ms
         self.producer_ids = ProducerIdAllocator(timer=timer, expiration_ms=expiration_ms)
         self.producer_states = ProducerStateTable(timer=timer, expiration_ms=expiration_ms)
@@ -265,6 +268,7 @@ class RequestHandler:
         self.partition_descriptors.clear()
         entry = (cfg.partitions, uuid.uuid4())
         self._topics[name] = entry
+        self._topic_names[entry[1]] = name
         log.info("created topic %s with %d partitions", name, cfg.partitions)
         return entry
 
@@ -547,19 +551,31 @@ class RequestHandler:
 
     def _fetch(self, req: codec.DecodedRequest) -> Reply:
         body = req.body
-        order: list[tuple[str, list[int]]] = []
+        by_id = req.api_version >= FETCH_BY_TOPIC_ID
+        # (name, topic id, partition indexes); an unknown id keeps name "" and is answered
+        # UNKNOWN_TOPIC_ID
+        order: list[tuple[str, uuid.UUID | None, list[int]]] = []
         requests: dict[TopicPartition, FetchPartitionStatus] = {}
         for topic in body.topics:
+            topic_id: uuid.UUID | None = None
+            if by_id:  # the all-zero id decodes as None: no topic has it
+                topic_id = topic.topic_id
+                name = "" if topic_id is None else self._topic_names.get(topic_id, "")
+            else:
+                name = topic.topic
             indexes = []
             for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
+                tp = TopicPartition(name, p.partition)
+                if by_id and not name:
+                    indexes.append(p.partition)  # answered UNKNOWN_TOPIC_ID
+                    continue
                 if tp in requests:
                     continue
                 indexes.append(p.partition)
                 requests[tp] = FetchPartitionStatus(
                     max(0, p.fetch_offset), max(0, p.partition_max_bytes)
                 )
-            order.append((topic.topic, indexes))
+            order.append((name, topic_id, indexes))
         version, cid = req.api_version, req.correlation_id
         read_committed = body.isolation_level == 1
 
@@ -585,17 +601,19 @@ class RequestHandler:
         self,
         version: int,
         correlation_id: int,
-        order: list[tuple[str, list[int]]],
+        order: list[tuple[str, uuid.UUID | None, list[int]]],
         data: dict[TopicPartition, FetchPartitionData],
         read_committed: bool,
     ) -> bytes:
         fr = codec.FetchResponse
         topics = []
-        for name, indexes in order:
+        for name, topic_id, indexes in order:
             parts = []
             for index in indexes:
                 tp = TopicPartition(name, index)
-                d = data[tp]
+                d = data.get(tp)
+                if d is None:  # a topic id this broker does not know
+                    d = FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"")
                 partition = self.broker.partition(tp)
                 log_start = -1 if partition is None else partition.log.log_start_offset
                 parts.append(
@@ -610,7 +628,9 @@ class RequestHandler:
                         records=d.records,
                     )
                 )
-            topics.append(fr.FetchableTopicResponse(topic=name, partitions=parts))
+            topics.append(
+                fr.FetchableTopicResponse(topic=name, topic_id=topic_id, partitions=parts)
+            )
         response = fr(
             version=version, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
         )

@@ -38,6 +38,7 @@ KAFKA_STORAGE_ERROR           56    an I/O error reading or writing a log
 GROUP_ID_NOT_FOUND            69    groups: DescribeGroups of an unknown group
 MEMBER_ID_REQUIRED            79    groups: JoinGroup v4+ first join: rejoin with this id
 INVALID_RECORD                87    wire: not exactly one valid magic-2 batch
+UNKNOWN_TOPIC_ID              100   wire: Fetch v13+ naming a topic id not known
 ============================  ====  ============================================
 """
 
@@ -85,6 +86,7 @@ class ErrorCode(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
     INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
 
 
 #: code -> name, for every :class:`ErrorCode` (what reports print)
