@@ -319,7 +319,7 @@ class GroupCoordinator:
         if not known and member_id not in group.pending and member_id:
             return on_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         unchanged = known and group.members[member_id].same_protocols(protocols)
-        if not unchanged and not self._supports(group, protocol_type, protocols, member_id):
+        if not unchanged and not group.supports(protocol_type, protocols, excluding=member_id):
             return on_join(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if not member_id:
             member_id = f"{client_id}-{uuid.uuid4()}"
@@ -361,20 +361,6 @@ class GroupCoordinator:
         self._set_awaiting_join(member, on_join)
         self._maybe_prepare_rebalance(group)
         return None
-
-    def _supports(
-        self,
-        group: GroupMetadata,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        member_id: str,
-    ) -> bool:
-        """The group's protocols check, without the joining member's own old offer."""
-        if member_id not in group.members or len(group.members) == 1:
-            return group.supports(protocol_type, protocols)
-        others = GroupMetadata(group.group_id, protocol_type=group.protocol_type)
-        others.members = {k: v for k, v in group.members.items() if k != member_id}
-        return others.supports(protocol_type, protocols)
 
     def _set_awaiting_join(
         self, member: MemberMetadata, on_join: Callable[[JoinResult], None]

@@ -152,18 +152,24 @@ class GroupMetadata:
         """The longest rebalance timeout of the members (0 with none). O(members)."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        """Whether a member with these protocols may join: same type and at least one
-        protocol every current member offers (any, for an empty group). O(members x
-        protocols)."""
+    def supports(
+        self, protocol_type: str, protocols: list[tuple[str, bytes]], excluding: str = ""
+    ) -> bool:
+        """Whether a member with these protocols may join: same type as the others and at
+        least one protocol every other member offers (anything, with no others).
+        ``excluding``: the joining member's own id (its old offer does not count).
+        O(members x protocols)."""
         if not protocol_type or not protocols:
             return False
-        if self.is_empty:
+        others = [m for m in self.members.values() if m.member_id != excluding]
+        if not others:
             return True
         if protocol_type != self.protocol_type:
             return False
-        names = {name for name, _ in protocols}
-        return bool(names & self.candidate_protocols())
+        common = {name for name, _ in protocols}
+        for member in others:
+            common &= {name for name, _ in member.protocols}
+        return bool(common)
 
     def candidate_protocols(self) -> set[str]:
         """The protocols every member offers. O(members x protocols)."""

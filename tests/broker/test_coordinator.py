@@ -320,3 +320,18 @@ def test_syncs_complete_the_delayed_sync(coordinator: GroupCoordinator, clock: M
     stable_group_of_two(coordinator, clock)
     stats = coordinator.sync_purgatory.statistics()
     assert (stats.completed_early, coordinator.sync_purgatory.num_delayed) == (1, 0)
+
+
+def test_a_lone_member_may_change_its_protocols(
+    coordinator: GroupCoordinator, clock: ManualClock
+) -> None:
+    r = Replies()
+    a = new_member(coordinator, r)
+    advance(coordinator, clock, DELAY_MS)
+    assert r.joins[-1].protocol_name == "range"
+    join(coordinator, r, a, [("sticky", b"s")])  # no one else to agree with
+    assert r.joins[-1].protocol_name == "sticky" and r.joins[-1].generation_id == 2
+    rb = Replies()
+    join(coordinator, rb)
+    join(coordinator, rb, rb.joins[-1].member_id)  # offers range and roundrobin only
+    assert rb.joins[-1].error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
