@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 HEARTBEAT_MS = 300
+METADATA_MAX_AGE_MS = 1000
 POLL_MS = 100
 
 
@@ -35,6 +36,9 @@ def python_options(bootstrap: str, group: str, session_ms: int) -> dict[str, Any
         "enable_auto_commit": False,
         "session_timeout_ms": session_ms,
         "heartbeat_interval_ms": HEARTBEAT_MS,
+        # a leader that assigned before it had the topic's metadata (a client-side race)
+        # learns of the partitions within a second and rebalances, not in 5 minutes
+        "metadata_max_age_ms": METADATA_MAX_AGE_MS,
     }
 
 
@@ -141,6 +145,7 @@ class ConfluentMember(Member):
                 "enable.auto.commit": False,
                 "session.timeout.ms": self.session_ms,
                 "heartbeat.interval.ms": HEARTBEAT_MS,
+                "topic.metadata.refresh.interval.ms": METADATA_MAX_AGE_MS,
                 "broker.address.family": "v4",
             }
         )

@@ -153,7 +153,9 @@ def test_a_killed_member_expires_and_the_other_continues_from_committed_offsets(
             produced = False
             deadline = time.monotonic() + DEADLINE_S
             while len(child_records) + len(a.snapshot()[1]) < 100:
-                assert time.monotonic() < deadline, (child_assigned, len(child_records))
+                if time.monotonic() > deadline:
+                    group_now = broker.call(lambda wb: wb.coordinator.describe_group(group))
+                    raise AssertionError((child_assigned, len(child_records), group_now))
                 mine = a.snapshot()[0]
                 if not produced and mine and child_assigned and not mine & child_assigned:
                     produce(broker.bootstrap_servers, 100)  # once the two split the topic
