@@ -7,7 +7,9 @@ purgatory.
 produce waits in a DelayedProduce until the simulated followers replicate it
 (or answers REQUEST_TIMED_OUT when the request's timeout passes); every
 long-poll fetch waits in a DelayedFetch until the high watermark brings
-``min_bytes`` (or ``max_wait`` passes).
+``min_bytes`` (or ``max_wait`` passes). Group consumers join, sync, heartbeat and
+commit through the broker's group coordinator: rebalances wait in its join
+purgatory, sessions in its heartbeat purgatory.
 
 Modules, one job each:
 
@@ -16,6 +18,8 @@ Modules, one job each:
 * :mod:`._handlers`: the server logic, one synchronous handler per API over
   :class:`purgatory.broker.Broker` (its simulated followers and ISR check are
   :class:`purgatory.broker.Followers`, the simulation's);
+* :mod:`._groups`: the consumer-group APIs over
+  :class:`purgatory.broker.GroupCoordinator` (FindCoordinator names this broker);
 * :mod:`._idempotence`: producer ids and the dedupe of retried batches;
 * :mod:`._shortage`: running out of file descriptors, logged once per shortage;
 * :mod:`._accept`: the accept loop, which pauses while descriptors are short;

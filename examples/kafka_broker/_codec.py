@@ -10,8 +10,13 @@ versions, compact strings, tagged fields) is kafka-python's code
 
 What the broker supports is the table :data:`SUPPORTED_APIS`, which is also
 what ApiVersions advertises. The version ranges are capped where newer versions
-need something the broker does not have: Fetch v13+ and Produce v13+ name topics
-by id only, FindCoordinator v4+ batches keys, Metadata v13 adds nothing needed.
+need something the broker does not have: Produce v13+ names topics by id only,
+Fetch v17+ carries replica directory ids, Metadata v13 adds nothing needed,
+OffsetCommit v9+ and OffsetFetch v9+ belong to the new consumer protocol
+(KIP-848) and name topics by id from v10, ListGroups v5 filters by group type.
+Fetch v13-16 name topics by id: the broker maps them to names (see
+:mod:`._handlers`). The group APIs' answers come from
+:class:`purgatory.broker.GroupCoordinator` (see :mod:`._groups`).
 
 kafka-python 3.0.12 is pinned (the ``kafka`` extra). Importing it on Python 3.11
 emits ``DeprecationWarning: read_text is deprecated`` (and ``open_text is
@@ -34,11 +39,29 @@ with warnings.catch_warnings():
     warnings.filterwarnings(
         "ignore", message="(read|open)_text is deprecated", category=DeprecationWarning
     )
+    from kafka.protocol.admin.groups import (
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
     from kafka.protocol.consumer import (
         FetchRequest,
         FetchResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
         ListOffsetsRequest,
         ListOffsetsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
     )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
@@ -58,24 +81,40 @@ with warnings.catch_warnings():
 
 __all__ = [
     "API_VERSIONS",
+    "DESCRIBE_GROUPS",
     "ENCODE_BUFFER_KEEP_BYTES",
     "FETCH",
     "FIND_COORDINATOR",
+    "HEARTBEAT",
     "INIT_PRODUCER_ID",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
     "LIST_OFFSETS",
     "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
     "PRODUCE",
     "SUPPORTED_APIS",
+    "SYNC_GROUP",
     "ApiSpec",
     "ApiVersionsResponse",
     "DecodedRequest",
+    "DescribeGroupsResponse",
     "FetchResponse",
     "FindCoordinatorResponse",
+    "HeartbeatResponse",
     "InitProducerIdResponse",
+    "JoinGroupResponse",
+    "LeaveGroupResponse",
+    "ListGroupsResponse",
     "ListOffsetsResponse",
     "MetadataResponse",
+    "OffsetCommitResponse",
+    "OffsetFetchResponse",
     "ProduceResponse",
     "RequestHeaderPeek",
+    "SyncGroupResponse",
     "api_versions_response",
     "decode_request",
     "encode_response",
@@ -87,7 +126,15 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
 
@@ -113,17 +160,27 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
     spec.api_key: spec
     for spec in (
         ApiSpec(PRODUCE, "Produce", ProduceRequest, ProduceResponse, 3, 9),
-        ApiSpec(FETCH, "Fetch", FetchRequest, FetchResponse, 4, 12),
+        ApiSpec(FETCH, "Fetch", FetchRequest, FetchResponse, 4, 16),
         ApiSpec(LIST_OFFSETS, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
         ApiSpec(METADATA, "Metadata", MetadataRequest, MetadataResponse, 0, 12),
+        ApiSpec(OFFSET_COMMIT, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        ApiSpec(OFFSET_FETCH, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 8),
         ApiSpec(
             FIND_COORDINATOR,
             "FindCoordinator",
             FindCoordinatorRequest,
             FindCoordinatorResponse,
             0,
-            3,
+            5,
         ),
+        ApiSpec(JOIN_GROUP, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 9),
+        ApiSpec(HEARTBEAT, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
+        ApiSpec(LEAVE_GROUP, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        ApiSpec(SYNC_GROUP, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
+        ApiSpec(
+            DESCRIBE_GROUPS, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 5
+        ),
+        ApiSpec(LIST_GROUPS, "ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 4),
         ApiSpec(API_VERSIONS, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 3),
         ApiSpec(
             INIT_PRODUCER_ID, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from purgatory.broker import GroupConfig
 from purgatory.core import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 
 from ._idempotence import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -45,6 +46,20 @@ class WireConfig:
     wheel_size: int = DEFAULT_WHEEL_SIZE
     flush_messages: int | None = None  # Kafka's flush.messages (fsync); None: never
     flush_ms: int | None = None  # Kafka's flush.ms; None: never
+    # consumer groups (Kafka's group.* and offsets.* settings)
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: int = 10_080  # 7 days
+
+    def group_config(self) -> GroupConfig:
+        """The coordinator's settings. O(1)."""
+        return GroupConfig(
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            offsets_retention_minutes=self.offsets_retention_minutes,
+        )
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad option."""
@@ -73,6 +88,16 @@ class WireConfig:
                 "flush_messages must be >= 1",
             ),
             (self.flush_ms is None or self.flush_ms >= 1, "flush_ms must be >= 1"),
+            (
+                self.group_initial_rebalance_delay_ms >= 0,
+                "group_initial_rebalance_delay_ms must be >= 0",
+            ),
+            (self.group_min_session_timeout_ms >= 1, "group_min_session_timeout_ms must be >= 1"),
+            (
+                self.group_max_session_timeout_ms >= self.group_min_session_timeout_ms,
+                "group_max_session_timeout_ms must be >= group_min_session_timeout_ms",
+            ),
+            (self.offsets_retention_minutes >= 1, "offsets_retention_minutes must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:

@@ -129,6 +129,7 @@ class Connection:
         "_room",
         "_writer_gone",
         "awaiting_reply",
+        "client_host",
         "close_reason",
         "handler",
         "limits",
@@ -151,6 +152,8 @@ class Connection:
         self.handler = handler
         self.limits = limits
         self.peer = writer.get_extra_info("peername")
+        # Kafka's client host: "/" and the peer's address
+        self.client_host = f"/{self.peer[0]}" if isinstance(self.peer, tuple) else ""
         self.mid_frame = False  # between a request's first byte and its last
         self.awaiting_reply = False  # the writer waits for a delayed operation
         # invariant: the bytes reserved by the replies queued or being written
@@ -257,7 +260,7 @@ class Connection:
         stats = self.limits.stats
         stats.requests += 1
         try:
-            reply = self.handler.handle(frame)
+            reply = self.handler.handle(frame, self.client_host)
         except CloseConnection:
             raise
         except Exception as exc:

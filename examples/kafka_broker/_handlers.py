@@ -71,6 +71,7 @@ from purgatory.broker import (
     FetchPartitionData,
     FetchPartitionStatus,
     Followers,
+    GroupCoordinator,
     ProducePartitionResponse,
     ProducePartitionStatus,
     RecordBatchHeader,
@@ -79,6 +80,7 @@ from purgatory.broker import (
 
 from . import _codec as codec
 from ._config import WireConfig
+from ._groups import GroupHandlers
 from ._idempotence import (
     BatchMetadata,
     ProducerIdAllocator,
@@ -121,6 +123,8 @@ Reply = bytes | Pending[Any] | None
 #: Partitions one request may create before its other new topics are put off (each
 #: takes a few file-system calls, a millisecond or more, with the event loop blocked).
 CREATE_PARTITIONS_PER_REQUEST = 100
+#: Fetch names topics by id from this version on (KIP-516)
+FETCH_BY_TOPIC_ID = 13
 _RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
 _HEADER_MAGIC_AT = 16
 
@@ -129,7 +133,8 @@ class RequestHandler:
     """Topics, producer state and the per-API handlers; see module doc. Not thread-safe.
 
     ``timer`` (the wire broker's, its reaper running) expires idempotent producer
-    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`)."""
+    state after ``config.producer_id_expiration_ms`` (see :mod:`._idempotence`).
+    ``coordinator`` answers the group APIs (see :mod:`._groups`)."""
 
     def __init__(
         self,
@@ -139,12 +144,16 @@ class RequestHandler:
         advertised: Callable[[], tuple[str, int]],
         *,
         timer: SystemTimer,
+        coordinator: GroupCoordinator,
     ) -> None:
         self.broker = broker
+        self.groups = GroupHandlers(coordinator, advertised)
+        self._client_host = ""
         self.replicas = replicas
         self.config = config
         self._advertised = advertised
         self._topics: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (partitions, topic id)
+        self._topic_names: dict[uuid.UUID, str] = {}  # topic id -> name (Fetch v13+)
         expiration_ms = config.producer_id_expiration_ms
         self.producer_ids = ProducerIdAllocator(timer=timer, expiration_ms=expiration_ms)
         self.producer_states = ProducerStateTable(timer=timer, expiration_ms=expiration_ms)
@@ -159,15 +168,25 @@ class RequestHandler:
             codec.FETCH: self._fetch,
             codec.LIST_OFFSETS: self._list_offsets,
             codec.METADATA: self._metadata,
-            codec.FIND_COORDINATOR: self._find_coordinator,
+            codec.FIND_COORDINATOR: self.groups.find_coordinator,
             codec.API_VERSIONS: self._api_versions,
             codec.INIT_PRODUCER_ID: self._init_producer_id,
+            codec.JOIN_GROUP: self._join_group,
+            codec.SYNC_GROUP: self._sync_group,
+            codec.HEARTBEAT: self.groups.heartbeat,
+            codec.LEAVE_GROUP: self.groups.leave_group,
+            codec.OFFSET_COMMIT: self.groups.offset_commit,
+            codec.OFFSET_FETCH: self.groups.offset_fetch,
+            codec.LIST_GROUPS: self.groups.list_groups,
+            codec.DESCRIBE_GROUPS: self.groups.describe_groups,
         }
 
     # -- dispatch --------------------------------------------------------------
 
-    def handle(self, frame: bytes) -> Reply:
-        """Decode one request frame (without its size prefix) and answer it; see module doc."""
+    def handle(self, frame: bytes, client_host: str = "") -> Reply:
+        """Decode one request frame (without its size prefix) and answer it; see module doc.
+        ``client_host``: the peer's address (DescribeGroups shows it)."""
+        self._client_host = client_host
         try:
             peek = codec.peek_header(frame)
         except ValueError as exc:
@@ -249,6 +268,7 @@ class RequestHandler:
         self.partition_descriptors.clear()
         entry = (cfg.partitions, uuid.uuid4())
         self._topics[name] = entry
+        self._topic_names[entry[1]] = name
         log.info("created topic %s with %d partitions", name, cfg.partitions)
         return entry
 
@@ -328,17 +348,17 @@ class RequestHandler:
         )
         return codec.encode_response(response, req.correlation_id)
 
-    def _find_coordinator(self, req: codec.DecodedRequest) -> Reply:
-        response = codec.FindCoordinatorResponse(
-            version=req.api_version,
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="this example broker has no group or transaction coordinator",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-        return codec.encode_response(response, req.correlation_id)
+    def _join_group(self, req: codec.DecodedRequest) -> Reply:
+        future, finish = self.groups.join_group(req, self._client_host)
+        if future.done():
+            return finish([future.result()])
+        return Pending([future], finish)
+
+    def _sync_group(self, req: codec.DecodedRequest) -> Reply:
+        future, finish = self.groups.sync_group(req)
+        if future.done():
+            return finish([future.result()])
+        return Pending([future], finish)
 
     def _init_producer_id(self, req: codec.DecodedRequest) -> Reply:
         body = req.body
@@ -531,19 +551,31 @@ class RequestHandler:
 
     def _fetch(self, req: codec.DecodedRequest) -> Reply:
         body = req.body
-        order: list[tuple[str, list[int]]] = []
+        by_id = req.api_version >= FETCH_BY_TOPIC_ID
+        # (name, topic id, partition indexes); an unknown id keeps name "" and is answered
+        # UNKNOWN_TOPIC_ID
+        order: list[tuple[str, uuid.UUID | None, list[int]]] = []
         requests: dict[TopicPartition, FetchPartitionStatus] = {}
         for topic in body.topics:
+            topic_id: uuid.UUID | None = None
+            if by_id:  # the all-zero id decodes as None: no topic has it
+                topic_id = topic.topic_id
+                name = "" if topic_id is None else self._topic_names.get(topic_id, "")
+            else:
+                name = topic.topic
             indexes = []
             for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
+                tp = TopicPartition(name, p.partition)
+                if by_id and not name:
+                    indexes.append(p.partition)  # answered UNKNOWN_TOPIC_ID
+                    continue
                 if tp in requests:
                     continue
                 indexes.append(p.partition)
                 requests[tp] = FetchPartitionStatus(
                     max(0, p.fetch_offset), max(0, p.partition_max_bytes)
                 )
-            order.append((topic.topic, indexes))
+            order.append((name, topic_id, indexes))
         version, cid = req.api_version, req.correlation_id
         read_committed = body.isolation_level == 1
 
@@ -569,17 +601,19 @@ class RequestHandler:
         self,
         version: int,
         correlation_id: int,
-        order: list[tuple[str, list[int]]],
+        order: list[tuple[str, uuid.UUID | None, list[int]]],
         data: dict[TopicPartition, FetchPartitionData],
         read_committed: bool,
     ) -> bytes:
         fr = codec.FetchResponse
         topics = []
-        for name, indexes in order:
+        for name, topic_id, indexes in order:
             parts = []
             for index in indexes:
                 tp = TopicPartition(name, index)
-                d = data[tp]
+                d = data.get(tp)
+                if d is None:  # a topic id this broker does not know
+                    d = FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"")
                 partition = self.broker.partition(tp)
                 log_start = -1 if partition is None else partition.log.log_start_offset
                 parts.append(
@@ -594,7 +628,9 @@ class RequestHandler:
                         records=d.records,
                     )
                 )
-            topics.append(fr.FetchableTopicResponse(topic=name, partitions=parts))
+            topics.append(
+                fr.FetchableTopicResponse(topic=name, topic_id=topic_id, partitions=parts)
+            )
         response = fr(
             version=version, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
         )

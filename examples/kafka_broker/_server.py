@@ -27,7 +27,13 @@ from types import TracebackType
 from typing import Any
 
 from purgatory import SystemTimer
-from purgatory.broker import Broker, CorruptRecordError, Followers, HighWatermarkHook
+from purgatory.broker import (
+    Broker,
+    CorruptRecordError,
+    Followers,
+    GroupCoordinator,
+    HighWatermarkHook,
+)
 
 from ._accept import Acceptor, listen
 from ._config import WireConfig
@@ -43,7 +49,8 @@ WIRE_TICK_MS = 10
 
 
 def existing_topics(data_dir: Path) -> list[str]:
-    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries)."""
+    """The topics with a partition directory (``<topic>-<n>``) in ``data_dir``. O(entries).
+    (The coordinator's ``__consumer_offsets`` directory has no ``-<n>``, so is no topic.)"""
     if not data_dir.is_dir():
         return []
     names = set()
@@ -75,6 +82,7 @@ class KafkaWireBroker:
         self._replicas: Followers | None = None
         self._handler: RequestHandler | None = None
         self._timer: SystemTimer | None = None
+        self._coordinator: GroupCoordinator | None = None
         self._limits: ConnectionLimits | None = None
         self._listener: socket.socket | None = None
         self._acceptor: Acceptor | None = None
@@ -107,6 +115,13 @@ class KafkaWireBroker:
         return self._timer
 
     @property
+    def coordinator(self) -> GroupCoordinator:
+        """The group coordinator (consumer groups, committed offsets)."""
+        if self._coordinator is None:
+            raise RuntimeError("the wire broker is not started")
+        return self._coordinator
+
+    @property
     def replicas(self) -> Followers:
         if self._replicas is None:
             raise RuntimeError("the wire broker is not started")
@@ -134,7 +149,27 @@ class KafkaWireBroker:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the broker and listen. Raises OSError if the port is taken."""
+        """Listen, then open the broker. Raises OSError if the port is taken or the host
+        does not resolve (before anything is opened), or if the data directory cannot
+        be used."""
+        cfg = self.config
+        # bind first: a port in use or a bad host fails before anything is created
+        self._listener = await listen(cfg.host, cfg.port)
+        self._port = self._listener.getsockname()[1]
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+        assert self._listener is not None
+        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
+        self._accept_task = asyncio.get_running_loop().create_task(
+            self._acceptor.run(), name=f"accept-{self._port}"
+        )
+        log.info("listening on %s", self.bootstrap_servers)
+
+    async def _open(self) -> None:
+        """Open the broker, its timer, the coordinator, the followers, the handler."""
         cfg = self.config
         data_dir = cfg.data_dir
         if data_dir is None:
@@ -152,6 +187,9 @@ class KafkaWireBroker:
         timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock)
         await timer.__aenter__()
         self._timer = timer
+        coordinator = GroupCoordinator(data_dir, cfg.group_config(), clock=broker.clock)
+        await coordinator.__aenter__()
+        self._coordinator = coordinator
         self._limits = ConnectionLimits(cfg, timer, self.stats)
         self._replicas = Followers(
             broker,
@@ -162,20 +200,14 @@ class KafkaWireBroker:
             on_high_watermark=self._on_high_watermark,
         )
         self._handler = RequestHandler(
-            broker, self._replicas, cfg, lambda: (cfg.host, self._port), timer=timer
+            broker,
+            self._replicas,
+            cfg,
+            lambda: (cfg.host, self._port),
+            timer=timer,
+            coordinator=coordinator,
         )
         self._open_existing_topics(Path(data_dir))
-        try:
-            self._listener = await listen(cfg.host, cfg.port)
-        except OSError:
-            await self.close()
-            raise
-        self._port = self._listener.getsockname()[1]
-        self._acceptor = Acceptor(self._listener, self._accepted, lambda: len(self._connections))
-        self._accept_task = asyncio.get_running_loop().create_task(
-            self._acceptor.run(), name=f"accept-{self._port}"
-        )
-        log.info("listening on %s", self.bootstrap_servers)
 
     def _open_existing_topics(self, data_dir: Path) -> None:
         """Open the topics already in ``data_dir`` now, as Kafka loads its logs at start,
@@ -209,6 +241,8 @@ class KafkaWireBroker:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._timer is not None:
             await self._timer.__aexit__(None, None, None)
+        if self._coordinator is not None:
+            await self._coordinator.close()
         if self._replicas is not None:
             await self._replicas.close()
         if self._broker is not None:

@@ -10,7 +10,11 @@ The layers, bottom up:
 * :mod:`.broker`: :class:`Broker`: partitions, produce, fetch, awaiting
   replication, both purgatories, traces (:mod:`purgatory.tracing`);
 * :mod:`.followers`: :class:`Followers`: simulated followers fetching with lag,
-  and the ISR check, on asyncio (the simulation and the wire example share it).
+  and the ISR check, on asyncio (the simulation and the wire example share it);
+* :mod:`.groups`, :mod:`.group_delayed`, :mod:`.offsets`, :mod:`.coordinator`:
+  :class:`GroupCoordinator`: consumer groups (Kafka's classic protocol), their
+  rebalances in a join purgatory, sessions in a heartbeat purgatory, and
+  committed offsets kept in the data directory.
 
 The names below are what a user of the broker needs: the broker, its requests
 and answers, the partitions it leads, the error codes, and the record-batch
@@ -19,6 +23,7 @@ in :mod:`purgatory.broker.storage`.
 """
 
 from .broker import Broker, BrokerCounters
+from .coordinator import GroupConfig, GroupCoordinator, GroupDescription, MemberDescription
 from .delayed import (
     DelayedFetch,
     DelayedProduce,
@@ -29,6 +34,9 @@ from .delayed import (
 )
 from .errors import ErrorCode
 from .followers import Followers, HighWatermarkHook
+from .group_delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin
+from .groups import GroupMetadata, GroupState, JoinResult, MemberMetadata, SyncResult
+from .offsets import CommittedOffset, OffsetStore
 from .replication import LEADER_ID, LeaderPartition, ReplicaState
 from .storage import (
     CorruptRecordError,
@@ -47,22 +55,37 @@ __all__ = [
     "LEADER_ID",
     "Broker",
     "BrokerCounters",
+    "CommittedOffset",
     "CorruptRecordError",
     "DecodedRecord",
     "DelayedFetch",
+    "DelayedHeartbeat",
+    "DelayedJoin",
     "DelayedProduce",
+    "DelayedSync",
     "ErrorCode",
     "FetchPartitionData",
     "FetchPartitionStatus",
     "Followers",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupDescription",
+    "GroupMetadata",
+    "GroupState",
     "HighWatermarkHook",
+    "InitialDelayedJoin",
+    "JoinResult",
     "LeaderPartition",
+    "MemberDescription",
+    "MemberMetadata",
+    "OffsetStore",
     "PartitionLog",
     "ProducePartitionResponse",
     "ProducePartitionStatus",
     "Record",
     "RecordBatchHeader",
     "ReplicaState",
+    "SyncResult",
     "build_batch",
     "iter_batches",
     "iter_records",

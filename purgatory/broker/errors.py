@@ -18,17 +18,27 @@ UNKNOWN_TOPIC_OR_PARTITION    3     a partition the broker does not lead
 LEADER_NOT_AVAILABLE          5     wire: a topic still being created
 NOT_LEADER_OR_FOLLOWER        6     leadership lost (produce, fetch)
 REQUEST_TIMED_OUT             7     acks=-1 not replicated within the timeout
-COORDINATOR_NOT_AVAILABLE     15    wire: no group or transaction coordinator
+COORDINATOR_NOT_AVAILABLE     15    wire: no transaction coordinator; a dead group
+NOT_COORDINATOR               16    (named for clients: this broker coordinates all)
 INVALID_TOPIC_EXCEPTION       17    wire: an illegal topic name
 NOT_ENOUGH_REPLICAS           19    acks=-1 refused before the append (ISR small)
 NOT_ENOUGH_REPLICAS_AFTER...  20    acks=-1 replicated, but the ISR shrank below
 INVALID_REQUIRED_ACKS         21    wire: acks not -1, 0 or 1
+ILLEGAL_GENERATION            22    groups: a request from an older generation
+INCONSISTENT_GROUP_PROTOCOL   23    groups: no protocol (or type) shared with the group
+INVALID_GROUP_ID              24    groups: an empty group id
+UNKNOWN_MEMBER_ID             25    groups: a member the group does not know
+INVALID_SESSION_TIMEOUT       26    groups: outside group.min/max.session.timeout.ms
+REBALANCE_IN_PROGRESS         27    groups: rejoin (heartbeat, sync, commit)
 UNSUPPORTED_VERSION           35    wire: ApiVersions at an unknown version
 INVALID_REQUEST               42    wire: a partition twice, ListOffsets by time
 OUT_OF_ORDER_SEQUENCE_NUMBER  45    wire: an idempotent producer's gap
 INVALID_PRODUCER_EPOCH        47    wire: a fenced idempotent producer
 KAFKA_STORAGE_ERROR           56    an I/O error reading or writing a log
+GROUP_ID_NOT_FOUND            69    groups: DescribeGroups of an unknown group
+MEMBER_ID_REQUIRED            79    groups: JoinGroup v4+ first join: rejoin with this id
 INVALID_RECORD                87    wire: not exactly one valid magic-2 batch
+UNKNOWN_TOPIC_ID              100   wire: Fetch v13+ naming a topic id not known
 ============================  ====  ============================================
 """
 
@@ -57,16 +67,26 @@ class ErrorCode(IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
     INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
 
 
 #: code -> name, for every :class:`ErrorCode` (what reports print)

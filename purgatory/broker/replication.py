@@ -16,8 +16,9 @@ although the leader has always appended a little more by the time it fetches.
 
 ISR. The in-sync replica set always holds the leader (replica id
 :data:`LEADER_ID`). ``maybe_shrink_isr(now_ms)`` drops a follower not caught up
-for more than ``replica_lag_time_max_ms``; a follower out of the ISR rejoins on
-a fetch whose offset reaches the high watermark (Kafka's
+for more than ``replica_lag_time_max_ms``, unless its LEO equals the leader's
+(Kafka's ``isCaughtUp``: an idle follower with nothing to fetch stays); a
+follower out of the ISR rejoins on a fetch whose offset reaches the high watermark (Kafka's
 ``isFollowerInSync``: ``LEO >= HW``).
 
 High watermark = the minimum LEO over the ISR, never decreasing while leader.
@@ -217,16 +218,19 @@ class LeaderPartition:
         return self._update_high_watermark()
 
     def maybe_shrink_isr(self, now_ms: int) -> tuple[list[int], bool]:
-        """Drop followers not caught up for ``replica_lag_time_max_ms``.
+        """Drop followers not caught up for ``replica_lag_time_max_ms`` (one at the
+        leader's LEO is caught up, however long ago it fetched).
 
         Returns (removed replica ids, whether the high watermark moved). O(replicas).
         """
         if not self._is_leader:
             return [], False
+        leader_leo = self.log.log_end_offset
         removed = [
             rid
             for rid in sorted(self._isr)
             if rid != LEADER_ID
+            and self._replicas[rid].log_end_offset < leader_leo
             and now_ms - self._replicas[rid].last_caught_up_ms > self.replica_lag_time_max_ms
         ]
         for rid in removed:
