@@ -434,7 +434,7 @@ class Broker:
             left = None if max_bytes is None else max(0, max_bytes - total)
             try:
                 if left == 0 and total:  # nothing more fits: only the offset's range check
-                    partition.log.readable_bytes(status.fetch_offset, max_offset)
+                    partition.log.offset_metadata(status.fetch_offset)
                     data = b""
                 else:
                     data = partition.log.read(

@@ -427,6 +427,39 @@ class DecodedRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+#: The varint bytes of 0 .. _SMALL_VARINTS - 1 (zig-zag: value v is 2v), one lookup
+#: instead of a loop for the lengths and deltas of ordinary records.
+_SMALL_VARINTS_LIMIT = 1 << 13
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    bytes([(v << 1) & 0x7F | 0x80, v >> 6]) if v >= 64 else bytes([v << 1])
+    for v in range(_SMALL_VARINTS_LIMIT)
+)
+_NULL_KEY = b"\x01"  # varint -1: a null key
+_NO_HEADERS = b"\x00"  # varint 0: no headers
+
+
+def _encode_plain_records(values: Sequence[bytes]) -> bytes | None:
+    """The records section of plain values (no key, no headers, base timestamp),
+    exactly as :func:`_encode_record` writes it, or None if a value is too large
+    for the one-lookup varints. O(total size)."""
+    small = _SMALL_VARINTS
+    limit = _SMALL_VARINTS_LIMIT - 8  # room for the record's own fields
+    if len(values) >= limit:
+        return None
+    parts: list[bytes] = []
+    for delta, value in enumerate(values):
+        size = len(value)
+        if size >= limit:
+            return None
+        # attributes, timestamp delta 0, offset delta, null key, value, no headers
+        offset_delta = small[delta]
+        size_bytes = small[size]
+        length = 4 + len(offset_delta) + len(size_bytes) + size
+        parts += (small[length], b"\x00\x00", offset_delta, _NULL_KEY, size_bytes, value)
+        parts.append(_NO_HEADERS)
+    return b"".join(parts)
+
+
 def _encode_record(
     out: bytearray, record: Record, offset_delta: int, timestamp_delta_ms: int
 ) -> None:
@@ -468,15 +501,29 @@ def build_batch(
         raise UnsupportedCompressionError(
             f"cannot build a batch with codec {compression}: only none and gzip"
         )
-    items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
-    if base_timestamp_ms is None:
-        first = items[0].timestamp_ms
-        base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
-    timestamps_ms = [base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items]
-    body = bytearray()
-    for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
-        _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
-    payload = bytes(body)
+    plain = None
+    if all(type(r) is bytes for r in records):  # the common case: values only
+        plain = _encode_plain_records(records)  # type: ignore[arg-type]
+    if plain is not None:
+        if base_timestamp_ms is None:
+            base_timestamp_ms = time.time_ns() // 1_000_000
+        count = len(records)
+        max_timestamp_ms = base_timestamp_ms
+        payload = plain
+    else:
+        items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
+        if base_timestamp_ms is None:
+            first = items[0].timestamp_ms
+            base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
+        timestamps_ms = [
+            base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items
+        ]
+        body = bytearray()
+        for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
+            _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
+        payload = bytes(body)
+        count = len(items)
+        max_timestamp_ms = max(timestamps_ms)
     if compression == CompressionType.GZIP:
         compressor = zlib.compressobj(wbits=31)
         payload = compressor.compress(payload) + compressor.flush()
@@ -492,13 +539,13 @@ def build_batch(
         MAGIC,
         0,  # crc, filled in below
         attributes,
-        len(items) - 1,
+        count - 1,
         base_timestamp_ms,
-        max(timestamps_ms),
+        max_timestamp_ms,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(items),
+        count,
     )
     out += payload
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
