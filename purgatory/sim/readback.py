@@ -46,28 +46,28 @@ def read_back(
     opened_truncated_bytes: int,
 ) -> dict[str, Any]:
     """Reopen the logs of ``partitions`` under ``data_dir`` and check every answered
-    ``acks``; ``opened_truncated_bytes`` is what recovery cut when the broker first
-    opened them. Returns the summary's read-back keys (see the module doc).
+    request in ``acks`` (each producer's in the order it sent them);
+    ``opened_truncated_bytes`` is what recovery cut when the broker first opened them.
+    Returns the summary's read-back keys (see the module doc).
     O(log bytes + acknowledged records log acknowledged records)."""
     acked: dict[TopicPartition, list[tuple[int, bytes]]] = defaultdict(list)
     last_seen: dict[tuple[int, TopicPartition], tuple[int, int]] = {}
     failed = 0
     problems: list[str] = []
     for ack in acks:
-        response = ack.op.result()[ack.tp]
-        if response.error_code != ErrorCode.NONE:
+        if ack.error_code != ErrorCode.NONE:
             failed += 1
             continue
         key = (ack.producer, ack.tp)
         previous = last_seen.get(key)
-        if previous is not None and previous[1] >= response.base_offset:
+        if previous is not None and previous[1] >= ack.base_offset:
             problems.append(
-                f"producer {ack.producer} seq {ack.seq} at offset {response.base_offset} "
+                f"producer {ack.producer} seq {ack.seq} at offset {ack.base_offset} "
                 f"in {ack.tp} is not after seq {previous[0]} at {previous[1]}"
             )
-        last_seen[key] = (ack.seq, response.base_offset)
+        last_seen[key] = (ack.seq, ack.base_offset)
         for i, value in enumerate(ack.values):
-            acked[ack.tp].append((response.base_offset + i, value))
+            acked[ack.tp].append((ack.base_offset + i, value))
     total = sum(len(v) for v in acked.values())
     checked = 0
     truncated = opened_truncated_bytes
