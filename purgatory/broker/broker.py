@@ -197,6 +197,7 @@ class Broker:
         self.counters = BrokerCounters()
         self._origin_ms = self.clock.now_ms()  # trace times count from here
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
+        self._names: dict[TopicPartition, str] = {}  # str(tp) of each partition, for traces
         # invariant: one per partition when flush_ms is set, else empty; scheduled
         # while its log has unflushed writes (flush_due_ms is not None)
         self._flush_tasks: dict[TopicPartition, _FlushTask] = {}
@@ -241,6 +242,7 @@ class Broker:
             now_ms=self.now_ms(),
         )
         self._partitions[tp] = partition
+        self._names[tp] = str(tp)
         if self.flush_ms is not None:
             self._flush_tasks[tp] = _FlushTask(self, partition)
         return partition
@@ -540,7 +542,7 @@ class Broker:
             op_id=next(self._op_ids),
             purgatory=purgatory,
             kind=kind,
-            keys=[str(tp) for tp in keys],
+            keys=[self._names.get(tp) or str(tp) for tp in keys],
             created_ms=now_ms,
             deadline_ms=now_ms + timeout_ms,
         )

@@ -69,6 +69,12 @@ __all__ = [
 
 PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
 
+# the codes as plain ints: compared and stored on every check
+_NONE = int(ErrorCode.NONE)
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
 
 # -------------------------------------------------------------------- produce
 
@@ -164,35 +170,37 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
         self._lookup = lookup
 
     def try_complete(self) -> bool:
+        pending = False
+        lookup = self._lookup
         for tp, status in self.statuses.items():
             if not status.acks_pending:
                 continue
-            partition = self._lookup(tp)
+            partition = lookup(tp)
             if partition is None:
                 status.acks_pending = False
-                status.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                status.error_code = _UNKNOWN_TOPIC_OR_PARTITION
             elif not partition.is_leader:
                 status.acks_pending = False
-                status.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                status.error_code = _NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark >= status.required_offset:
                 status.acks_pending = False
                 status.error_code = (
-                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    if partition.under_min_isr
-                    else ErrorCode.NONE
+                    _NOT_ENOUGH_REPLICAS_AFTER_APPEND if partition.under_min_isr else _NONE
                 )
-        if any(status.acks_pending for status in self.statuses.values()):
+            else:
+                pending = True
+        if pending:
             return False
         return self.force_complete()
 
     def on_complete(self) -> dict[TopicPartition, ProducePartitionResponse]:
-        response = {
-            tp: ProducePartitionResponse(
-                int(s.error_code), s.base_offset if s.error_code == ErrorCode.NONE else -1
-            )
-            for tp, s in self.statuses.items()
-        }
-        self._record_trace([int(s.error_code) for s in self.statuses.values()])
+        response = {}
+        codes = []
+        for tp, s in self.statuses.items():
+            code = int(s.error_code)
+            response[tp] = ProducePartitionResponse(code, s.base_offset if code == _NONE else -1)
+            codes.append(code)
+        self._record_trace(codes)
         return response
 
 

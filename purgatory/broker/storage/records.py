@@ -53,6 +53,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "CRC32C_IMPLEMENTATION",
@@ -93,6 +94,7 @@ _INT64_MAX = 2**63 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _BASE_OFFSET = struct.Struct(">q")
+_MAGIC_AND_DELTA = struct.Struct(">bxxxxxxi")  # magic (16), last offset delta (23)
 _LEADER_EPOCH = struct.Struct(">i")
 assert _HEADER.size == HEADER_BYTES
 
@@ -175,9 +177,12 @@ def crc32c(data: BytesLike) -> int:
 # --------------------------------------------------------------------------- header
 
 
-@dataclass(frozen=True, slots=True)
-class RecordBatchHeader:
-    """The 61-byte header of a v2 record batch, as parsed (not validated)."""
+class RecordBatchHeader(NamedTuple):
+    """The 61-byte header of a v2 record batch, as parsed (not validated).
+
+    A named tuple: immutable, and made in one step (it is parsed for every batch
+    appended, replicated and read back).
+    """
 
     base_offset: int
     batch_length: int
@@ -205,7 +210,7 @@ class RecordBatchHeader:
                 f"truncated batch header: {max(0, len(buf) - position)} bytes at position "
                 f"{position}, need {HEADER_BYTES}"
             )
-        return cls(*_HEADER.unpack_from(buf, position))
+        return cls._make(_HEADER.unpack_from(buf, position))
 
     @property
     def size_bytes(self) -> int:
@@ -300,10 +305,12 @@ def with_base_offset(buf: BytesLike, base_offset: int, leader_epoch: int | None 
     :class:`CorruptRecordError` if ``buf`` is no v2 header, and ``ValueError`` if
     the offsets would not fit an int64. O(len(buf)) (one copy).
     """
-    header = RecordBatchHeader.parse(buf)
-    if header.magic != MAGIC:
-        raise CorruptRecordError(f"unsupported magic {header.magic}, expected {MAGIC}")
-    if not 0 <= base_offset <= _INT64_MAX - max(0, header.last_offset_delta):
+    if len(buf) < HEADER_BYTES:
+        RecordBatchHeader.parse(buf)  # raises, saying how short it is
+    magic, delta = _MAGIC_AND_DELTA.unpack_from(buf, 16)
+    if magic != MAGIC:
+        raise CorruptRecordError(f"unsupported magic {magic}, expected {MAGIC}")
+    if not 0 <= base_offset <= _INT64_MAX - max(0, delta):
         raise ValueError(f"base offset {base_offset} out of range for this batch")
     out = bytearray(buf)
     _BASE_OFFSET.pack_into(out, 0, base_offset)
