@@ -110,7 +110,9 @@ class Producer:
         self.behind_s = 0.0  # how far behind schedule it was when it stopped
 
     async def run(self, start_s: float, stopping: Callable[[], bool]) -> None:
-        """Produce from ``start_s`` (``time.monotonic()``) until ``stopping()``."""
+        """Produce from ``start_s`` (``time.monotonic()``) until ``stopping()``, or
+        until cancelled: it is cancelled only while it waits for its next arrival,
+        never inside a request."""
         cfg = self.config
         pid = self.producer_id
         tps = self.partitions
@@ -123,21 +125,23 @@ class Producer:
         monotonic = time.monotonic
         seq = 0
         next_s = start_s
-        while not stopping():
-            next_s += rng.expovariate(rate)
-            delay = next_s - monotonic()
-            # ahead of schedule: wait; behind: yield all the same (see the module doc)
-            await asyncio.sleep(delay if delay > 0 else 0)
-            if stopping():
-                break
-            tp = tps[rng.randrange(len(tps))]
-            batch = build_batch(record_values(pid, seq, records, record_bytes))
-            in_flight.append((tp, seq, produce({tp: batch}, acks=-1, timeout_ms=timeout_ms)))
-            seq += 1
-            while in_flight and in_flight[0][2].is_done:
-                self._settle(*in_flight.popleft())
-        self.sent = seq
-        self.behind_s = max(0.0, monotonic() - next_s)
+        try:
+            while not stopping():
+                next_s += rng.expovariate(rate)
+                delay = next_s - monotonic()
+                # ahead of schedule: wait; behind: yield all the same (see the module doc)
+                await asyncio.sleep(delay if delay > 0 else 0)
+                if stopping():
+                    break
+                tp = tps[rng.randrange(len(tps))]
+                batch = build_batch(record_values(pid, seq, records, record_bytes))
+                in_flight.append((tp, seq, produce({tp: batch}, acks=-1, timeout_ms=timeout_ms)))
+                seq += 1
+                while in_flight and in_flight[0][2].is_done:
+                    self._settle(*in_flight.popleft())
+        finally:  # stopped, or cancelled while it waited for its next arrival
+            self.sent = seq
+            self.behind_s = max(0.0, monotonic() - next_s)
 
     def settle_all(self) -> None:
         """Keep every answered request as an :class:`Ack`; count the rest as

@@ -8,7 +8,7 @@ column is left free: some terminals wrap when it is written) next to a bar of
 at least :data:`MIN_BAR` cells, which then grows into what is left, up to
 :data:`MAX_BAR`; on a very narrow terminal the bar goes first. At 80 columns::
 
-    [###.........] 6.2/20 s | 9,312 produce requests | waiting: 25 produce, 2 fetch
+    [#####............] 6.2/20 s | 9,312 produce req | waiting: 25 produce, 2 fetch
 
 and the ISR (``smallest ISR 2/3``: the smallest in-sync replica set over the
 partitions, of 3 replicas) joins on wider terminals.
@@ -51,7 +51,7 @@ def format_progress(state: ProgressState, width: int) -> str:
     )
     fields = [
         when,
-        f"{state.produce_requests:,} produce requests",
+        f"{state.produce_requests:,} produce req",
         f"waiting: {state.waiting_produces} produce, {state.waiting_fetches} fetch",
         f"smallest ISR {state.smallest_isr}/{state.replicas}",
     ]

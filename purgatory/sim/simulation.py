@@ -314,7 +314,9 @@ class _Simulation:
                     await asyncio.wait_for(self._stop_load.wait(), cfg.duration_s)
                 self.stopping = True
                 load_s = self.elapsed_s()
-                await asyncio.gather(*producers)  # each stops at its next request
+                for task in producers:  # each waits for its next arrival: end that
+                    task.cancel()
+                await asyncio.gather(*producers, return_exceptions=True)
                 for task in scenario:
                     task.cancel()
                 await asyncio.gather(*scenario, return_exceptions=True)
