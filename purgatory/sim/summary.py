@@ -35,6 +35,19 @@ from purgatory.tracing import TraceWriter
 
 __all__ = ["SUMMARY_GROUPS", "SUMMARY_KEYS", "format_summary", "summarize"]
 
+
+def _timing_rows(purgatory: str) -> tuple[tuple[str, str, str], ...]:
+    """A purgatory's latency and lateness rows of the table."""
+    return (
+        (f"{purgatory}_latency_p50_ms", "ms", "created to completed, early completions"),
+        (f"{purgatory}_latency_p99_ms", "ms", ""),
+        (f"{purgatory}_latency_max_ms", "ms", ""),
+        (f"{purgatory}_lateness_p50_ms", "ms", "fired minus deadline, expired operations"),
+        (f"{purgatory}_lateness_p99_ms", "ms", ""),
+        (f"{purgatory}_lateness_max_ms", "ms", ""),
+    )
+
+
 #: The table: (group title, [(key, unit, explanation)]), in order.
 SUMMARY_GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
@@ -64,12 +77,7 @@ SUMMARY_GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("produce_completed", "ops", "answered when the high watermark reached them"),
             ("produce_expired", "ops", "answered REQUEST_TIMED_OUT at produce_timeout_ms"),
             ("produce_cancelled", "ops", "still waiting when the broker closed"),
-            ("produce_latency_p50_ms", "ms", "created to completed, early completions"),
-            ("produce_latency_p99_ms", "ms", ""),
-            ("produce_latency_max_ms", "ms", ""),
-            ("produce_lateness_p50_ms", "ms", "fired minus deadline, expired operations"),
-            ("produce_lateness_p99_ms", "ms", ""),
-            ("produce_lateness_max_ms", "ms", ""),
+            *_timing_rows("produce"),
             (
                 "failed_produces",
                 "req",
@@ -86,12 +94,7 @@ SUMMARY_GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("fetch_completed", "ops", "min_bytes reached (or a partition errored)"),
             ("fetch_expired", "ops", "answered at max_wait_ms with what there was"),
             ("fetch_cancelled", "ops", "still waiting when the broker closed"),
-            ("fetch_latency_p50_ms", "ms", "created to completed, early completions"),
-            ("fetch_latency_p99_ms", "ms", ""),
-            ("fetch_latency_max_ms", "ms", ""),
-            ("fetch_lateness_p50_ms", "ms", "fired minus deadline, expired operations"),
-            ("fetch_lateness_p99_ms", "ms", ""),
-            ("fetch_lateness_max_ms", "ms", ""),
+            *_timing_rows("fetch"),
             (
                 "consumed_records",
                 "records",

@@ -18,30 +18,15 @@ from purgatory.core import exact_quantile
 from purgatory.sim import SUMMARY_GROUPS, SimulationConfig, format_summary, run_async
 from purgatory.sim.progress import MIN_BAR, ProgressState, format_progress
 from tests.cli_kit import ROOT, assert_one_line_error, run_cli
+from tests.sim.test_simulation import tiny
 
 SIMULATE = "examples/simulate.py"
 SMALL = ["--partitions", "2", "--no-progress"]
 
 
 def small(tmp_path: Path, **changes: object) -> SimulationConfig:
-    base: dict[str, object] = {
-        "duration_s": 1.0,
-        "partitions": 2,
-        "produce_rate": 300.0,
-        "producers": 2,
-        "replica_lag_time_max_ms": 200,
-        "stall_at": 0.2,
-        "stall_ms": 300,
-        "leader_change_at": 0.6,
-        "leader_change_ms": 100,
-        "fetch_min_bytes": 2048,
-        "fetch_max_wait_ms": 50,
-        "produce_timeout_ms": 300,
-        "trace_path": str(tmp_path / "trace.parquet"),
-        "uvloop": False,
-    }
-    base.update(changes)
-    return SimulationConfig(**base)  # type: ignore[arg-type]
+    """The tiny run of test_simulation, shorter, on asyncio."""
+    return tiny(tmp_path, **{"duration_s": 1.0, "stall_ms": 300, "uvloop": False, **changes})
 
 
 # -- falling behind ------------------------------------------------------------------
