@@ -6,6 +6,8 @@ for the rate and the duration, no trace, no progress bar:
 * ``saturation``: ``produce_rate`` far above what one core sustains (1,000,000
   requests/s offered): the producers run behind schedule and yield on every
   request, so the achieved rate is the broker's capacity here;
+* ``20k``: 20,000 offered, the rate the issue measured before (a checkout from
+  before the yielding producers never ends at saturation: use this one there);
 * ``default``: the default 1,500 produce requests/s.
 
 For each: achieved produce requests/s, produce requests per CPU second (what
@@ -39,7 +41,11 @@ from _machine import cpu_model
 
 from purgatory.sim import SimulationConfig, run
 
-SCENARIOS = {"saturation": 1_000_000.0, "default": SimulationConfig().produce_rate}
+SCENARIOS = {
+    "saturation": 1_000_000.0,
+    "20k": 20_000.0,
+    "default": SimulationConfig().produce_rate,
+}
 FIGURES = (
     ("achieved_produce_rate", "produce req/s"),
     ("produce_per_cpu_s", "produce req/CPU s"),
@@ -63,6 +69,8 @@ def config_for(rate: float, duration_s: float, uvloop: bool) -> SimulationConfig
 def one_run(rate: float, duration_s: float, uvloop: bool) -> dict[str, Any]:
     summary = run(config_for(rate, duration_s, uvloop))
     summary["produce_per_cpu_s"] = round(summary["produce_requests"] / summary["cpu_s"])
+    if "achieved_produce_rate" not in summary:  # an older checkout: over the duration
+        summary["achieved_produce_rate"] = round(summary["produce_requests"] / duration_s, 1)
     return summary
 
 

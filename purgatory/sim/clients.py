@@ -66,8 +66,8 @@ _LOG_OVERHEAD_BYTES = 12
 def record_values(producer: int, seq: int, records: int, record_bytes: int) -> list[bytes]:
     """The values of producer ``producer``'s request ``seq``: ``p0:s17:r2:`` padded
     with dots to ``record_bytes``. O(records x record_bytes)."""
-    prefix = f"p{producer}:s{seq}:r"
-    return [f"{prefix}{i}:".encode().ljust(record_bytes, b".") for i in range(records)]
+    prefix = b"p%d:s%d:r" % (producer, seq)
+    return [(b"%s%d:" % (prefix, i)).ljust(record_bytes, b".") for i in range(records)]
 
 
 @dataclass(frozen=True, slots=True)

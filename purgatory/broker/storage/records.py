@@ -445,16 +445,18 @@ _NULL_KEY = b"\x01"  # varint -1: a null key
 _NO_HEADERS = b"\x00"  # varint 0: no headers
 
 
-def _encode_plain_records(values: Sequence[bytes]) -> bytes | None:
-    """The records section of plain values (no key, no headers, base timestamp),
-    exactly as :func:`_encode_record` writes it, or None if a value is too large
-    for the one-lookup varints. O(total size)."""
+def _encode_plain_records(values: Sequence[Record | bytes]) -> bytes | None:
+    """The records section of plain values (``bytes``: no key, no headers, base
+    timestamp), exactly as :func:`_encode_record` writes it, or None if an item is
+    a :class:`Record` or too large for the one-lookup varints. O(total size)."""
     small = _SMALL_VARINTS
     limit = _SMALL_VARINTS_LIMIT - 8  # room for the record's own fields
     if len(values) >= limit:
         return None
     parts: list[bytes] = []
     for delta, value in enumerate(values):
+        if type(value) is not bytes:
+            return None
         size = len(value)
         if size >= limit:
             return None
@@ -508,9 +510,7 @@ def build_batch(
         raise UnsupportedCompressionError(
             f"cannot build a batch with codec {compression}: only none and gzip"
         )
-    plain = None
-    if all(type(r) is bytes for r in records):  # the common case: values only
-        plain = _encode_plain_records(records)  # type: ignore[arg-type]
+    plain = _encode_plain_records(records)  # the common case: values only
     if plain is not None:
         if base_timestamp_ms is None:
             base_timestamp_ms = time.time_ns() // 1_000_000
