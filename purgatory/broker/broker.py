@@ -266,6 +266,7 @@ class Broker:
         """
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        self._require_open()
         if not entries:
             raise ValueError("a produce needs at least one partition")
         self.counters.produce_requests += 1
@@ -318,6 +319,7 @@ class Broker:
         """
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        self._require_open()
         if not appended:
             raise ValueError("a replication wait needs at least one partition")
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
@@ -371,6 +373,7 @@ class Broker:
         the answer's total (see the module doc). O(partitions x log lookups)
         plus the purgatory checks.
         """
+        self._require_open()
         if not requests:
             raise ValueError("a fetch needs at least one partition")
         if min_bytes < 0:
@@ -496,6 +499,10 @@ class Broker:
         """Lead ``tp`` again with a new leader epoch (returned). O(replicas)."""
         return self._require(tp).become_leader(self.now_ms())
 
+    def _require_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"broker {self.data_dir} is closed")
+
     def _require(self, tp: TopicPartition) -> LeaderPartition:
         partition = self._partitions.get(tp)
         if partition is None:
@@ -571,20 +578,23 @@ class Broker:
         await self.close()
 
     async def close(self) -> None:
-        """Cancel pending operations (recorded as cancelled), close the logs. Idempotent."""
+        """Cancel pending operations (recorded as cancelled), close the logs; produce
+        and fetch raise RuntimeError from the start of the close on. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # from here on produce and fetch refuse
+        for task in self._flush_tasks.values():
+            task.cancel()
+        # first the purgatories (their pending operations are cancelled, and other
+        # tasks may still complete some while this awaits), then the rows left open
+        await self.produce_purgatory.close()
+        await self.fetch_purgatory.close()
         now_ms = self.now_ms()
         for row in list(self._open_rows.values()):
             row.completed_ms = now_ms
             row.outcome = "cancelled"
             row.error_codes = [int(ErrorCode.REQUEST_TIMED_OUT)] * len(row.keys)
             self.record(row)
-        for task in self._flush_tasks.values():
-            task.cancel()
-        await self.produce_purgatory.close()
-        await self.fetch_purgatory.close()
         for partition in self._partitions.values():
             try:
                 partition.log.close()  # flushes first when a flush policy is set

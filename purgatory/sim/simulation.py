@@ -44,12 +44,14 @@ consumers (their ``max_wait_ms``), then the read-back and the trace.
 
 Garbage collection. A run makes millions of small objects that live until its
 end (trace rows, answers, the operations in flight). CPython's generational
-collector would scan the survivors again and again (about a quarter of the CPU
-at saturation); during the run the collector's thresholds are raised
-(:data:`GC_THRESHOLDS`: young collections every 20,000 allocations, full ones
-only past 1,000 of those) and what existed before is frozen out of the scans;
-both are restored when the run ends, and one full collection follows. Memory
-stays bounded by what the run keeps anyway (the objects are not cyclic garbage).
+collector would scan the survivors again and again as they pile up (a quarter
+of the CPU at saturation, and pauses of hundreds of milliseconds when the older
+generations are collected). So during the run everything that survived is frozen
+out of the collector every :data:`GC_FREEZE_INTERVAL_S` (``gc.freeze``, O(1)): a
+collection only ever looks at what the last interval made, with the usual
+thresholds. When the run ends the objects are unfrozen and collected once.
+Memory stays bounded by what the run keeps anyway (these objects are not cyclic
+garbage; what little is would wait for the end).
 
 Interrupting. With ``handle_signals`` (the command line), SIGINT (Ctrl-C) and
 SIGTERM end the load at once and start the drain; a second signal cuts it. The
@@ -88,7 +90,7 @@ from .summary import summarize
 
 __all__ = [
     "DRAIN_MARGIN_S",
-    "GC_THRESHOLDS",
+    "GC_FREEZE_INTERVAL_S",
     "PROGRESS_INTERVAL_S",
     "TOPIC",
     "drain_bound_s",
@@ -105,28 +107,32 @@ DRAIN_MARGIN_S = 1.0
 #: how often the drain looks at the produces in flight
 _DRAIN_POLL_S = 0.01
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-#: the collector's thresholds during a run (see the module doc)
-GC_THRESHOLDS = (20_000, 50, 1000)
-
-
-@contextlib.contextmanager
-def _collector_tuned() -> Iterator[None]:
-    """Raise the collector's thresholds and freeze what exists, for the run; then
-    restore both and collect once. See the module doc."""
-    before = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
-        gc.collect()
 
 
 def drain_bound_s(config: SimulationConfig) -> float:
     """How long the drain waits for produces in flight at most. O(1)."""
     return config.produce_timeout_ms / 1000 + DRAIN_MARGIN_S
+
+
+#: how often the survivors are frozen out of the collector (see the module doc)
+GC_FREEZE_INTERVAL_S = 0.1
+
+
+async def _freeze_survivors(finished: Callable[[], bool]) -> None:
+    """Freeze what survived, every :data:`GC_FREEZE_INTERVAL_S`, until ``finished()``."""
+    while not finished():
+        gc.freeze()
+        await asyncio.sleep(GC_FREEZE_INTERVAL_S)
+
+
+@contextlib.contextmanager
+def _survivors_unfrozen_after() -> Iterator[None]:
+    """Unfreeze and collect once when the run ends (see the module doc)."""
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect()
 
 
 class _Simulation:
@@ -299,42 +305,53 @@ class _Simulation:
         self.start_s = time.monotonic()
         try:
             async with broker:
-                producers = [
-                    asyncio.create_task(p.run(self.start_s, self.is_stopping))
-                    for p in self.producers
-                ]
-                self.followers.follow(self.tps)
-                others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
-                others.append(asyncio.create_task(self.progress()))
-                scenario = [
-                    asyncio.create_task(self.stall()),
-                    asyncio.create_task(self.leader_change()),
-                ]
-                with contextlib.suppress(TimeoutError):  # the duration is over
-                    await asyncio.wait_for(self._stop_load.wait(), cfg.duration_s)
-                self.stopping = True
-                load_s = self.elapsed_s()
-                for task in producers:  # each waits for its next arrival: end that
-                    task.cancel()
-                await asyncio.gather(*producers, return_exceptions=True)
-                for task in scenario:
-                    task.cancel()
-                await asyncio.gather(*scenario, return_exceptions=True)
-                if not broker.partitions[self.tps[0]].is_leader:
-                    broker.become_leader(self.tps[0])
-                    self.leader_changes += 1
-                drain0 = time.monotonic()
-                self.draining = True
-                drain_cut = await self.drain()  # followers still replicate meanwhile
-                drain_s = time.monotonic() - drain0
-                self.finished = True
-                if drain_cut:
+                tasks: list[asyncio.Task[Any]] = []
+                try:
+                    producers = [
+                        asyncio.create_task(p.run(self.start_s, self.is_stopping))
+                        for p in self.producers
+                    ]
+                    self.followers.follow(self.tps)
+                    others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
+                    others.append(asyncio.create_task(self.progress()))
+                    others.append(asyncio.create_task(_freeze_survivors(self.is_finished)))
+                    scenario = [
+                        asyncio.create_task(self.stall()),
+                        asyncio.create_task(self.leader_change()),
+                    ]
+                    tasks += [*producers, *others, *scenario]
+                    with contextlib.suppress(TimeoutError):  # the duration is over
+                        await asyncio.wait_for(self._stop_load.wait(), cfg.duration_s)
+                    self.stopping = True
+                    load_s = self.elapsed_s()
+                    for task in producers:  # each waits for its next arrival: end that
+                        task.cancel()
+                    await asyncio.gather(*producers, return_exceptions=True)
+                    for task in scenario:
+                        task.cancel()
+                    await asyncio.gather(*scenario, return_exceptions=True)
+                    if not broker.partitions[self.tps[0]].is_leader:
+                        broker.become_leader(self.tps[0])
+                        self.leader_changes += 1
+                    drain0 = time.monotonic()
+                    self.draining = True
+                    drain_cut = await self.drain()  # followers still replicate meanwhile
+                    drain_s = time.monotonic() - drain0
+                    self.finished = True
+                    if drain_cut:
+                        await self.followers.close()
+                    else:
+                        await self.followers.stop()
+                    await asyncio.gather(*others)
+                    stats_p = broker.produce_purgatory.statistics()
+                    stats_f = broker.fetch_purgatory.statistics()
+                except BaseException:  # a bug or a cancellation: nothing may outlive the broker
+                    self.finished = True
                     await self.followers.close()
-                else:
-                    await self.followers.stop()
-                await asyncio.gather(*others)
-                stats_p = broker.produce_purgatory.statistics()
-                stats_f = broker.fetch_purgatory.statistics()
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    raise
         finally:
             if handle_signals:
                 for signum in _SIGNALS:
@@ -387,7 +404,7 @@ async def run_async(
     """
     config.validate()
     check_output_paths(config)
-    with _collector_tuned():
+    with _survivors_unfrozen_after():
         if config.data_dir is not None:
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
