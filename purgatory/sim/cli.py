@@ -185,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"simulate: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the run's own handlers, or during the read-back
+        print("simulate: interrupted", file=sys.stderr)
+        return SIGNAL_EXIT_STATUS["SIGINT"]
     print(format_summary(summary, min(100, shutil.get_terminal_size().columns)))
     if "trace_error" in summary:
         print(f"simulate: the trace was not written: {summary['trace_error']}", file=sys.stderr)
