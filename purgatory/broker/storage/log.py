@@ -103,6 +103,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from purgatory import Clock, LoopClock
 
@@ -154,11 +155,10 @@ class RecordBatchTooLargeError(ValueError):
     """A batch larger than a whole segment (Kafka: RECORD_LIST_TOO_LARGE)."""
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
+class LogOffsetMetadata(NamedTuple):
     """A place in a log: ``offset``, the base offset of its segment and the byte
     position there of the batch containing it (the segment's size at the log end).
-    See the module doc."""
+    See the module doc. A named tuple: one is made per append."""
 
     offset: int
     segment_base_offset: int
