@@ -197,6 +197,7 @@ class Broker:
         self.counters = BrokerCounters()
         self._origin_ms = self.clock.now_ms()  # trace times count from here
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
+        self._names: dict[TopicPartition, str] = {}  # str(tp) of each partition, for traces
         # invariant: one per partition when flush_ms is set, else empty; scheduled
         # while its log has unflushed writes (flush_due_ms is not None)
         self._flush_tasks: dict[TopicPartition, _FlushTask] = {}
@@ -241,6 +242,7 @@ class Broker:
             now_ms=self.now_ms(),
         )
         self._partitions[tp] = partition
+        self._names[tp] = str(tp)
         if self.flush_ms is not None:
             self._flush_tasks[tp] = _FlushTask(self, partition)
         return partition
@@ -264,6 +266,7 @@ class Broker:
         """
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        self._require_open()
         if not entries:
             raise ValueError("a produce needs at least one partition")
         self.counters.produce_requests += 1
@@ -316,6 +319,7 @@ class Broker:
         """
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
+        self._require_open()
         if not appended:
             raise ValueError("a replication wait needs at least one partition")
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
@@ -369,6 +373,7 @@ class Broker:
         the answer's total (see the module doc). O(partitions x log lookups)
         plus the purgatory checks.
         """
+        self._require_open()
         if not requests:
             raise ValueError("a fetch needs at least one partition")
         if min_bytes < 0:
@@ -434,7 +439,7 @@ class Broker:
             left = None if max_bytes is None else max(0, max_bytes - total)
             try:
                 if left == 0 and total:  # nothing more fits: only the offset's range check
-                    partition.log.readable_bytes(status.fetch_offset, max_offset)
+                    partition.log.offset_metadata(status.fetch_offset)
                     data = b""
                 else:
                     data = partition.log.read(
@@ -494,6 +499,10 @@ class Broker:
         """Lead ``tp`` again with a new leader epoch (returned). O(replicas)."""
         return self._require(tp).become_leader(self.now_ms())
 
+    def _require_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"broker {self.data_dir} is closed")
+
     def _require(self, tp: TopicPartition) -> LeaderPartition:
         partition = self._partitions.get(tp)
         if partition is None:
@@ -540,7 +549,7 @@ class Broker:
             op_id=next(self._op_ids),
             purgatory=purgatory,
             kind=kind,
-            keys=[str(tp) for tp in keys],
+            keys=[self._names.get(tp) or str(tp) for tp in keys],
             created_ms=now_ms,
             deadline_ms=now_ms + timeout_ms,
         )
@@ -569,20 +578,23 @@ class Broker:
         await self.close()
 
     async def close(self) -> None:
-        """Cancel pending operations (recorded as cancelled), close the logs. Idempotent."""
+        """Cancel pending operations (recorded as cancelled), close the logs; produce
+        and fetch raise RuntimeError from the start of the close on. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # from here on produce and fetch refuse
+        for task in self._flush_tasks.values():
+            task.cancel()
+        # first the purgatories (their pending operations are cancelled, and other
+        # tasks may still complete some while this awaits), then the rows left open
+        await self.produce_purgatory.close()
+        await self.fetch_purgatory.close()
         now_ms = self.now_ms()
         for row in list(self._open_rows.values()):
             row.completed_ms = now_ms
             row.outcome = "cancelled"
             row.error_codes = [int(ErrorCode.REQUEST_TIMED_OUT)] * len(row.keys)
             self.record(row)
-        for task in self._flush_tasks.values():
-            task.cancel()
-        await self.produce_purgatory.close()
-        await self.fetch_purgatory.close()
         for partition in self._partitions.values():
             try:
                 partition.log.close()  # flushes first when a flush policy is set

@@ -11,14 +11,32 @@ DelayedProduce (acks=-1). Each partition of the request has a required offset
 and completes the operation when no partition is pending. On expiry the pending
 partitions keep REQUEST_TIMED_OUT.
 
-DelayedFetch. Each partition has a fetch offset and a byte limit. ``try_complete``
-adds up, over the partitions, the bytes readable from the fetch offset (up to the
-high watermark for a consumer, the log end for a follower), each capped at the
-partition's limit, and completes when the sum reaches ``min_bytes``, or at once
-when a partition errors (unknown, not leader, offset out of range, a damaged
-batch header or an I/O error on the way: the read then answers the error). On
-completion, early or by expiry, it reads the logs again through the broker's
-read function and returns what is there.
+DelayedFetch (Kafka's accounting, O(1) per partition and check, no log read).
+Each partition has a fetch offset and a byte limit. The first check looks up the
+fetch offset's place in the log, a
+:class:`~.storage.log.LogOffsetMetadata` (offset, segment, byte position: a
+dictionary lookup for a recent batch boundary, which is where readers fetch),
+and keeps it. Every check then compares it with the end a reader may reach: the
+high watermark's metadata for a consumer, the log end's for a follower, both
+kept current by the partition and its log. Per partition:
+
+* end offset <= fetch offset: no bytes yet (if the fetch offset is past the log
+  end, the log was truncated under it: complete, the read answers the error);
+* end in a newer segment than the fetch offset: complete (at least the rest of
+  the older segment is readable; Kafka does the same);
+* same segment: ``end.position - fetch.position`` bytes, capped at the
+  partition's limit.
+
+It completes when the sum reaches ``min_bytes``, or at once when a partition
+errors (unknown, not leader, offset out of range, a damaged batch header or an
+I/O error while looking the offset up: the read then answers the error). On
+completion, early or by expiry, it reads the logs through the broker's read
+function and returns what is there. Example, consumer, ``min_bytes=250``,
+batches of 100 bytes::
+
+    fetch at 10 -> (10, segment 0, position 1000)   HW (10, 0, 1000): 0 bytes, wait
+    HW moves to 12 -> (12, 0, 1200)                  200 bytes, wait
+    HW moves to 13 -> (13, 0, 1300)                  300 bytes: complete, read
 
 Both are answered through a :class:`~purgatory.tracing.TraceRecorder`, if
 given: one :class:`~purgatory.tracing.TraceRow` per operation, filled in when it completes (outcome
@@ -35,7 +53,7 @@ from .. import DelayedOperation, TopicPartition
 from ..tracing import TraceRecorder, TraceRow
 from .errors import ErrorCode
 from .replication import LeaderPartition
-from .storage.log import OffsetOutOfRangeError
+from .storage.log import LogOffsetMetadata, OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
 
 T = TypeVar("T")
@@ -50,6 +68,12 @@ __all__ = [
 ]
 
 PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
+
+# the codes as plain ints: compared and stored on every check
+_NONE = int(ErrorCode.NONE)
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 # -------------------------------------------------------------------- produce
@@ -146,35 +170,37 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
         self._lookup = lookup
 
     def try_complete(self) -> bool:
+        pending = False
+        lookup = self._lookup
         for tp, status in self.statuses.items():
             if not status.acks_pending:
                 continue
-            partition = self._lookup(tp)
+            partition = lookup(tp)
             if partition is None:
                 status.acks_pending = False
-                status.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                status.error_code = _UNKNOWN_TOPIC_OR_PARTITION
             elif not partition.is_leader:
                 status.acks_pending = False
-                status.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                status.error_code = _NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark >= status.required_offset:
                 status.acks_pending = False
                 status.error_code = (
-                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    if partition.under_min_isr
-                    else ErrorCode.NONE
+                    _NOT_ENOUGH_REPLICAS_AFTER_APPEND if partition.under_min_isr else _NONE
                 )
-        if any(status.acks_pending for status in self.statuses.values()):
+            else:
+                pending = True
+        if pending:
             return False
         return self.force_complete()
 
     def on_complete(self) -> dict[TopicPartition, ProducePartitionResponse]:
-        response = {
-            tp: ProducePartitionResponse(
-                int(s.error_code), s.base_offset if s.error_code == ErrorCode.NONE else -1
-            )
-            for tp, s in self.statuses.items()
-        }
-        self._record_trace([int(s.error_code) for s in self.statuses.values()])
+        response = {}
+        codes = []
+        for tp, s in self.statuses.items():
+            code = int(s.error_code)
+            response[tp] = ProducePartitionResponse(code, s.base_offset if code == _NONE else -1)
+            codes.append(code)
+        self._record_trace(codes)
         return response
 
 
@@ -202,11 +228,11 @@ class FetchPartitionData:
 class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
     """Waits until ``min_bytes`` are readable over its partitions, or one errors.
 
-    ``try_complete`` is O(partitions x log lookups); see module doc.
+    ``try_complete`` is O(partitions), reading no log bytes (see the module doc).
     ``read`` is called once, on completion, to build the answer.
     """
 
-    __slots__ = ("_lookup", "_read", "min_bytes", "replica_id", "statuses")
+    __slots__ = ("_items", "_lookup", "_read", "_starts", "min_bytes", "replica_id", "statuses")
 
     def __init__(
         self,
@@ -225,25 +251,42 @@ class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
         if not statuses:
             raise ValueError("a fetch needs at least one partition")
         self.statuses = dict(statuses)
+        self._items = list(self.statuses.items())
+        # the fetch offsets' places in their logs, looked up by the first check
+        self._starts: list[LogOffsetMetadata | None] = [None] * len(self._items)
         self.min_bytes = min_bytes
         self.replica_id = replica_id
         self._lookup = lookup
         self._read = read
 
     def accumulated_bytes(self) -> int | None:
-        """Readable bytes over the partitions (each capped), or None if one errors."""
+        """Readable bytes over the partitions (each capped), or None when the fetch
+        must complete now: a partition errors, or its end reached a newer segment.
+        O(partitions); reads no log bytes once the fetch offsets are known."""
         total = 0
         follower = self.replica_id >= 0
-        for tp, status in self.statuses.items():
-            partition = self._lookup(tp)
+        lookup = self._lookup
+        starts = self._starts
+        for i, (tp, status) in enumerate(self._items):
+            partition = lookup(tp)
             if partition is None or not partition.is_leader:
                 return None
-            max_offset = None if follower else partition.high_watermark
+            log = partition.log
             try:
-                readable = partition.log.readable_bytes(status.fetch_offset, max_offset)
+                start = starts[i]
+                if start is None:
+                    start = starts[i] = log.offset_metadata(status.fetch_offset)
+                end = log.log_end_metadata if follower else partition.high_watermark_metadata
             except (OffsetOutOfRangeError, CorruptRecordError, OSError):
                 return None
-            total += min(readable, status.max_bytes)
+            if end.offset <= start.offset:
+                if start.offset > log.log_end_offset:
+                    return None  # truncated under the fetch offset: the read says so
+                continue
+            if start.segment_base_offset != end.segment_base_offset:
+                return None  # a newer segment (or an older one after a truncation)
+            readable = end.position - start.position
+            total += readable if readable < status.max_bytes else status.max_bytes
         return total
 
     def try_complete(self) -> bool:

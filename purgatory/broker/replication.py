@@ -31,6 +31,13 @@ Worked example, leader + followers 1 and 2, ``replica_lag_time_max_ms=100``::
     t=200  maybe_shrink_isr         2 last caught up at 0: ISR {0,1}, HW 10
     t=210  follower 2 fetches at 10 LEO 10 >= HW 10: rejoins, ISR {0,1,2}
 
+The high watermark's place in the log (:attr:`LeaderPartition.high_watermark_metadata`,
+Kafka's ``highWatermarkMetadata``: offset, segment, byte position) is looked up
+when first asked for after the high watermark moves; the high watermark is a
+follower's fetch offset or the log end, both recent batch boundaries, so that is
+a dictionary lookup in the log (:meth:`~.storage.log.PartitionLog.offset_metadata`).
+A waiting fetch compares it with its own fetch offset's place: O(1), no read.
+
 Leadership. ``become_follower()`` makes the partition refuse appends and fetches
 (NOT_LEADER_OR_FOLLOWER); ``become_leader(now_ms)`` takes leadership back with
 a new leader epoch, every follower treated as caught up now.
@@ -43,7 +50,7 @@ from dataclasses import dataclass
 
 from .. import TopicPartition
 from .errors import NotEnoughReplicasError, NotLeaderError
-from .storage.log import PartitionLog
+from .storage.log import LogOffsetMetadata, PartitionLog
 from .storage.records import BytesLike
 
 __all__ = ["LEADER_ID", "AppendResult", "LeaderPartition", "ReplicaState"]
@@ -81,6 +88,7 @@ class LeaderPartition:
 
     __slots__ = (
         "_high_watermark",
+        "_high_watermark_metadata",
         "_is_leader",
         "_isr",
         "_leader_epoch",
@@ -126,6 +134,8 @@ class LeaderPartition:
         self._isr: set[int] = {LEADER_ID, *followers}
         # invariant: log_start <= _high_watermark <= log.log_end_offset; never decreases as leader
         self._high_watermark = log.log_start_offset
+        # invariant: None, or the metadata of _high_watermark (looked up on demand)
+        self._high_watermark_metadata: LogOffsetMetadata | None = None
         self._is_leader = True
         self._leader_epoch = leader_epoch
         self.isr_shrinks = 0  # followers removed from the ISR, ever
@@ -146,6 +156,16 @@ class LeaderPartition:
     def high_watermark(self) -> int:
         """The offset below which records are committed (on every ISR member). O(1)."""
         return self._high_watermark
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark's place in the log (see the module doc). O(1) when the
+        high watermark is a recent batch boundary (always, here), else one offset
+        lookup; raises as :meth:`~.storage.log.PartitionLog.offset_metadata`."""
+        known = self._high_watermark_metadata
+        if known is None or known.offset != self._high_watermark:
+            known = self._high_watermark_metadata = self.log.offset_metadata(self._high_watermark)
+        return known
 
     @property
     def log_end_offset(self) -> int:

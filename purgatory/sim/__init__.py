@@ -10,7 +10,9 @@ public APIs of :mod:`purgatory`, :mod:`purgatory.broker` and
 * :mod:`.config`: :class:`SimulationConfig`, every setting once, with its help;
 * :mod:`.clients`: producers and consumers;
 * :mod:`.simulation`: the run: the broker, followers, scenario; :func:`run`;
-* :mod:`.summary`: the figures and their table;
+* :mod:`.summary`: the figures and their grouped table;
+* :mod:`.progress`: the progress line, fitted to the terminal;
+* :mod:`.paths`: the output paths, checked before the run;
 * :mod:`.readback`: the check of every acknowledged record;
 * :mod:`.cli`: the command line, generated from the config's fields
   (``python examples/simulate.py --help``).
@@ -20,9 +22,10 @@ from .cli import build_parser, config_from_args, main
 from .config import SimulationConfig
 from .readback import read_back
 from .simulation import TOPIC, run, run_async
-from .summary import SUMMARY_KEYS, format_summary, summarize
+from .summary import SUMMARY_GROUPS, SUMMARY_KEYS, format_summary, summarize
 
 __all__ = [
+    "SUMMARY_GROUPS",
     "SUMMARY_KEYS",
     "TOPIC",
     "SimulationConfig",

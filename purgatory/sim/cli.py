@@ -15,7 +15,11 @@ is on the command line at once. The rules, by annotation:
 =================  =============================================================
 
 The command line shows the progress bar by default (:data:`CLI_DEFAULTS`),
-when stderr is a terminal. Older spellings still work but are not listed:
+when stderr is a terminal. Errors are one line on stderr and exit status 2: a
+bad option (argparse's own usage errors included), a bad setting, an output
+path the run could not write (checked before it starts). SIGINT (Ctrl-C) and
+SIGTERM stop the run early: the summary of what ran is printed, and the exit
+status is 130 or 143. Older spellings still work but are not listed:
 ``--duration``, ``--min-isr``, ``--trace``, ``--no-trace``, ``--quiet``
 (:data:`HIDDEN_ALIASES`, :data:`HIDDEN_SWITCHES`).
 """
@@ -23,6 +27,7 @@ when stderr is a terminal. Older spellings still work but are not listed:
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import types
 import typing
@@ -36,8 +41,10 @@ from .summary import format_summary
 
 __all__ = [
     "CLI_DEFAULTS",
+    "EPILOG",
     "HIDDEN_ALIASES",
     "HIDDEN_SWITCHES",
+    "SIGNAL_EXIT_STATUS",
     "build_parser",
     "config_from_args",
     "main",
@@ -50,6 +57,20 @@ DESCRIPTION = (
     "shrinks and grows), one leadership change. Ends with a summary table, "
     "a Parquet trace and a read-back check of every acknowledged record."
 )
+
+EPILOG = (
+    "Seeded and real time: --seed fixes each producer's arrival schedule, "
+    "partition choice and record values. Everything else runs in real time on "
+    "this machine: how many requests fit in --duration-s, when followers fetch, "
+    "which produces expire, latencies, lateness, ISR changes and CPU figures "
+    "differ from run to run with the same seed. "
+    "Exit status: 0 when every acknowledged record read back, 1 if not, 2 for "
+    "a bad option or output path, 130 after Ctrl-C (SIGINT), 143 after SIGTERM "
+    "(the summary of what ran is printed first; a second signal cuts the drain)."
+)
+
+#: exit status after each stopping signal (128 + its number)
+SIGNAL_EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
 
 #: defaults of the command line that differ from the config's (a library caller
 #: gets no progress bar unless it asks)
@@ -83,10 +104,20 @@ def _value_type(annotation: Any) -> tuple[type, bool]:
     return annotation, False
 
 
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (usage is in ``--help``)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One option per :class:`SimulationConfig` field (see the module doc). O(fields)."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    parser = _OneLineErrorParser(
+        prog="simulate",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     hints = typing.get_type_hints(SimulationConfig)
     for f in fields(SimulationConfig):
@@ -142,20 +173,29 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, validate, run, print the summary; 0 if every acknowledged record read
-    back, 1 if not, 2 for a bad setting. Costs the run (see :func:`.simulation.run`)."""
+    """Parse, validate, run, print the summary; the exit status (see :data:`EPILOG`).
+    Costs the run (see :func:`.simulation.run`)."""
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
         config.validate()
+        # the bar only on a terminal: redirected output gets the table alone
+        config = replace(config, progress=config.progress and sys.stderr.isatty())
+        summary = run(config, handle_signals=True)
     except ValueError as exc:
         print(f"simulate: {exc}", file=sys.stderr)
         return 2
-    # the bar only on a terminal: redirected output gets the table alone
-    summary = run(replace(config, progress=config.progress and sys.stderr.isatty()))
-    print(format_summary(summary))
-    if summary["trace_path"]:
-        print(f"\ntrace: {summary['trace_rows']} delayed operations -> {summary['trace_path']}")
+    except KeyboardInterrupt:  # before the run's own handlers, or during the read-back
+        print("simulate: interrupted", file=sys.stderr)
+        return SIGNAL_EXIT_STATUS["SIGINT"]
+    print(format_summary(summary, min(100, shutil.get_terminal_size().columns)))
+    if "trace_error" in summary:
+        print(f"simulate: the trace was not written: {summary['trace_error']}", file=sys.stderr)
+    if summary["drain_cut"]:
+        print(
+            f"\nnote: the drain was cut after {summary['drain_s']} s: "
+            f"{summary['unanswered_produces']} produces were never answered",
+        )
     if not summary["read_back_ok"]:
         print(
             f"\nFAILED: read-back found {summary['read_back_records']} of "
@@ -166,7 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return 1
     print(
-        f"read-back OK: all {summary['acked_records']} acknowledged records are in the logs, "
-        "at their offsets, in order"
+        f"\nread-back OK: all {summary['acked_records']} acknowledged records are in the "
+        "logs, at their offsets, in order"
     )
-    return 0
+    if summary["interrupted"] is not None:
+        return SIGNAL_EXIT_STATUS[summary["interrupted"]]
+    return 0 if "trace_error" not in summary else 1

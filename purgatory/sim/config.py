@@ -13,6 +13,7 @@ one by its field name.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,11 +58,15 @@ class SimulationConfig:
         1000, "a follower not caught up for this long leaves the ISR"
     )
     stall_at: float = setting(
-        0.3, "when the last follower stalls, as a fraction of the run (negative: never)"
+        0.3,
+        "when the last follower stalls, as a fraction of the run in (0, 1) "
+        "(a negative value: never)",
     )
     stall_ms: int = setting(3000, "how long the stall lasts")
     leader_change_at: float = setting(
-        0.7, "when partition 0 loses leadership, as a fraction of the run (negative: never)"
+        0.7,
+        "when partition 0 loses leadership, as a fraction of the run in (0, 1) "
+        "(a negative value: never)",
     )
     leader_change_ms: int = setting(500, "how long until it leads again (new leader epoch)")
     tick_ms: int = setting(DEFAULT_TICK_MS, "timing wheel tick of both purgatories")
@@ -94,14 +99,14 @@ class SimulationConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting. O(settings)."""
         checks: list[tuple[bool, str]] = [
-            (self.duration_s > 0, "duration_s must be > 0"),
+            (0 < self.duration_s < math.inf, "duration_s must be > 0"),
             (self.partitions >= 1, "partitions must be >= 1"),
             (self.followers >= 0, "followers must be >= 0"),
             (
                 1 <= self.min_insync_replicas <= self.followers + 1,
                 "min_insync_replicas must be in [1, followers + 1]",
             ),
-            (self.produce_rate > 0, "produce_rate must be > 0"),
+            (0 < self.produce_rate < math.inf, "produce_rate must be > 0 and finite"),
             (self.producers >= 1, "producers must be >= 1"),
             (self.records_per_batch >= 1, "records_per_batch must be >= 1"),
             (self.record_bytes >= 16, "record_bytes must be >= 16"),
@@ -113,6 +118,16 @@ class SimulationConfig:
             (self.follower_lag_ms >= 0, "follower_lag_ms must be >= 0"),
             (self.follower_max_wait_ms >= 0, "follower_max_wait_ms must be >= 0"),
             (self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms must be >= 1"),
+            (
+                self.stall_at < 0 or 0 < self.stall_at < 1,
+                f"stall_at must be a fraction of the run in (0, 1), or negative for no "
+                f"stall, not {self.stall_at}",
+            ),
+            (
+                self.leader_change_at < 0 or 0 < self.leader_change_at < 1,
+                f"leader_change_at must be a fraction of the run in (0, 1), or negative "
+                f"for no leader change, not {self.leader_change_at}",
+            ),
             (self.stall_ms >= 0, "stall_ms must be >= 0"),
             (self.leader_change_ms >= 0, "leader_change_ms must be >= 0"),
             (self.tick_ms >= 1, "tick_ms must be >= 1"),

@@ -12,6 +12,9 @@ read from its start. Checked, per partition:
 
 Problems are listed (up to 20, with the partition and offset); the read is one
 pass over each log, O(log bytes + acknowledged records log acknowledged records).
+The acknowledged values are not kept: each batch's are rebuilt from its producer,
+sequence number and size (:func:`.clients.record_values`) when the read reaches
+it, so the check holds one batch of values at a time.
 """
 
 from __future__ import annotations
@@ -46,34 +49,37 @@ def read_back(
     opened_truncated_bytes: int,
 ) -> dict[str, Any]:
     """Reopen the logs of ``partitions`` under ``data_dir`` and check every answered
-    ``acks``; ``opened_truncated_bytes`` is what recovery cut when the broker first
-    opened them. Returns the summary's read-back keys (see the module doc).
+    request in ``acks`` (each producer's in the order it sent them);
+    ``opened_truncated_bytes`` is what recovery cut when the broker first opened them.
+    Returns the summary's read-back keys (see the module doc).
     O(log bytes + acknowledged records log acknowledged records)."""
-    acked: dict[TopicPartition, list[tuple[int, bytes]]] = defaultdict(list)
+    acked: dict[TopicPartition, list[tuple[int, Ack]]] = defaultdict(list)
     last_seen: dict[tuple[int, TopicPartition], tuple[int, int]] = {}
     failed = 0
     problems: list[str] = []
     for ack in acks:
-        response = ack.op.result()[ack.tp]
-        if response.error_code != ErrorCode.NONE:
+        if ack.error_code != ErrorCode.NONE:
             failed += 1
             continue
         key = (ack.producer, ack.tp)
         previous = last_seen.get(key)
-        if previous is not None and previous[1] >= response.base_offset:
+        if previous is not None and previous[1] >= ack.base_offset:
             problems.append(
-                f"producer {ack.producer} seq {ack.seq} at offset {response.base_offset} "
+                f"producer {ack.producer} seq {ack.seq} at offset {ack.base_offset} "
                 f"in {ack.tp} is not after seq {previous[0]} at {previous[1]}"
             )
-        last_seen[key] = (ack.seq, response.base_offset)
-        for i, value in enumerate(ack.values):
-            acked[ack.tp].append((response.base_offset + i, value))
-    total = sum(len(v) for v in acked.values())
+        last_seen[key] = (ack.seq, ack.base_offset)
+        acked[ack.tp].append((ack.base_offset, ack))
+    total = sum(ack.records for batches in acked.values() for _, ack in batches)
     checked = 0
     truncated = opened_truncated_bytes
     for tp in partitions:
-        expected = sorted(acked.get(tp, []))
-        position = 0
+        # the acknowledged records in offset order, values rebuilt one batch at a time
+        batches = sorted(acked.get(tp, []), key=lambda pair: pair[0])
+        expected = (
+            (base + i, value) for base, ack in batches for i, value in enumerate(ack.values)
+        )
+        current = next(expected, None)
         log = PartitionLog(data_dir / str(tp))
         if log.recovery.truncated_bytes:
             truncated += log.recovery.truncated_bytes
@@ -83,24 +89,26 @@ def read_back(
             )
         try:
             offset = log.log_start_offset
-            while position < len(expected) and offset < log.log_end_offset:
+            while current is not None and offset < log.log_end_offset:
                 data = log.read(offset, 1 << 20)
                 for batch in iter_batches(data):
                     for record in iter_records(batch):
-                        while position < len(expected) and expected[position][0] < record.offset:
-                            problems.append(f"{tp} offset {expected[position][0]} missing")
-                            position += 1
-                        if position < len(expected) and expected[position][0] == record.offset:
-                            if record.value != expected[position][1]:
+                        while current is not None and current[0] < record.offset:
+                            problems.append(f"{tp} offset {current[0]} missing")
+                            current = next(expected, None)
+                        if current is not None and current[0] == record.offset:
+                            if record.value != current[1]:
                                 problems.append(f"{tp} offset {record.offset}: wrong value")
-                            position += 1
+                            current = next(expected, None)
                             checked += 1
                     offset = RecordBatchHeader.parse(batch).next_offset
         except (CorruptRecordError, OSError) as exc:
             problems.append(f"{tp}: cannot read at offset {offset}: {exc}")
         finally:
             log.close()
-        problems.extend(f"{tp} offset {o} missing" for o, _ in expected[position:])
+        while current is not None and len(problems) <= MAX_PROBLEMS:
+            problems.append(f"{tp} offset {current[0]} missing")
+            current = next(expected, None)
     return {
         "acked_records": total,
         "failed_produces": failed,

@@ -22,7 +22,8 @@ Timeline of the default run (20 s)::
     9 s        follower 2 resumes, catches up, rejoins the ISR
     14 s       partition 0: not leader (its produces and fetches answer error 6)
     14.5 s     partition 0 led again, leader epoch 1
-    20 s       producers stop; in-flight produces are awaited, the rest ends its round
+    20 s       producers stop; in-flight produces are awaited (the drain), the rest
+               ends its round
 
 Every acknowledged batch is in its partition's file before the produce is
 answered (the broker writes through); ``flush_messages`` / ``flush_ms`` set
@@ -33,6 +34,31 @@ acknowledged record is read back from the reopened logs (:mod:`.readback`), and
 the trace of every delayed operation is written to ``trace_path`` (Parquet,
 :mod:`purgatory.tracing`).
 
+Ending. The load lasts ``duration_s``; then the drain waits for the produces
+still in flight, at most :func:`drain_bound_s` (their timeout plus
+:data:`DRAIN_MARGIN_S`: they expire by then unless the loop is starved). A drain
+that hits its bound is cut: the broker closes, the requests still waiting count
+as ``unanswered_produces`` and the summary says ``drain_cut``. So a run ends
+within ``duration_s`` plus the drain bound plus one round of the followers and
+consumers (their ``max_wait_ms``), then the read-back and the trace.
+
+Garbage collection. A run makes millions of small objects that live until its
+end (trace rows, answers, the operations in flight). CPython's generational
+collector would scan the survivors again and again as they pile up (a quarter
+of the CPU at saturation, and pauses of hundreds of milliseconds when the older
+generations are collected). So during the run everything that survived is frozen
+out of the collector every :data:`GC_FREEZE_INTERVAL_S` (``gc.freeze``, O(1)): a
+collection only ever looks at what the last interval made, with the usual
+thresholds. When the run ends the objects are unfrozen and collected once.
+Memory stays bounded by what the run keeps anyway (these objects are not cyclic
+garbage; what little is would wait for the end).
+
+Interrupting. With ``handle_signals`` (the command line), SIGINT (Ctrl-C) and
+SIGTERM end the load at once and start the drain; a second signal cuts it. The
+summary of what ran is returned as usual, with ``interrupted`` naming the
+signal. Output paths are checked before anything starts
+(:func:`.paths.check_output_paths`).
+
 :func:`run` returns the flat summary dict (see
 :data:`~.summary.SUMMARY_KEYS`), so a sweep can call it with many settings.
 """
@@ -40,10 +66,14 @@ the trace of every delayed operation is written to ``trace_path`` (Parquet,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import shutil
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,17 +81,58 @@ from purgatory import TopicPartition
 from purgatory.broker import Broker, Followers
 from purgatory.tracing import TraceWriter
 
-from .clients import Ack, Consumer, Producer
+from .clients import Consumer, Producer
 from .config import SimulationConfig
+from .paths import check_output_paths
+from .progress import ProgressState, format_progress
 from .readback import read_back
 from .summary import summarize
 
-__all__ = ["PROGRESS_INTERVAL_S", "TOPIC", "run", "run_async"]
+__all__ = [
+    "DRAIN_MARGIN_S",
+    "GC_FREEZE_INTERVAL_S",
+    "PROGRESS_INTERVAL_S",
+    "TOPIC",
+    "drain_bound_s",
+    "run",
+    "run_async",
+]
 
 #: the topic whose partitions the broker leads
 TOPIC = "sim"
 #: how often the progress bar is redrawn
 PROGRESS_INTERVAL_S = 0.2
+#: the drain's bound past the produce timeout (see the module doc)
+DRAIN_MARGIN_S = 1.0
+#: how often the drain looks at the produces in flight
+_DRAIN_POLL_S = 0.01
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def drain_bound_s(config: SimulationConfig) -> float:
+    """How long the drain waits for produces in flight at most. O(1)."""
+    return config.produce_timeout_ms / 1000 + DRAIN_MARGIN_S
+
+
+#: how often the survivors are frozen out of the collector (see the module doc)
+GC_FREEZE_INTERVAL_S = 0.1
+
+
+async def _freeze_survivors(finished: Callable[[], bool]) -> None:
+    """Freeze what survived, every :data:`GC_FREEZE_INTERVAL_S`, until ``finished()``."""
+    while not finished():
+        gc.freeze()
+        await asyncio.sleep(GC_FREEZE_INTERVAL_S)
+
+
+@contextlib.contextmanager
+def _survivors_unfrozen_after() -> Iterator[None]:
+    """Unfreeze and collect once when the run ends (see the module doc)."""
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect()
 
 
 class _Simulation:
@@ -93,10 +164,8 @@ class _Simulation:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             error_backoff_ms=config.follower_lag_ms,
         )
-        self.acks: list[Ack] = []  # every produce request, in order
         self.producers = [
-            Producer(self.broker, config, pid, self.tps, self.acks)
-            for pid in range(config.producers)
+            Producer(self.broker, config, pid, self.tps) for pid in range(config.producers)
         ]
         self.consumers = [
             Consumer(
@@ -111,6 +180,10 @@ class _Simulation:
         self.start_s = 0.0
         self.leader_changes = 0
         self.stall_replica = self.follower_ids[-1] if self.follower_ids else None
+        self.interrupted: str | None = None  # the first signal's name
+        self.draining = False
+        self._stop_load = asyncio.Event()  # a signal ends the load now
+        self._cut_drain = asyncio.Event()  # a second signal ends the drain now
 
     def is_stopping(self) -> bool:  # a call, so type checkers do not narrow it
         return self.stopping
@@ -120,6 +193,22 @@ class _Simulation:
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.start_s
+
+    def on_signal(self, signum: int) -> None:
+        """SIGINT/SIGTERM: end the load; a second one cuts the drain. O(1)."""
+        name = signal.Signals(signum).name
+        if self.interrupted is None:
+            self.interrupted = name
+            self._stop_load.set()
+            if self.out is not None:
+                self.out.write("\r\x1b[K")  # clear the progress line
+            print(
+                f"simulate: {name}: stopping; waiting up to {drain_bound_s(self.config):g} s "
+                "for produces in flight (again to cut that short)",
+                file=sys.stderr,
+            )
+        else:
+            self._cut_drain.set()
 
     # -- the scenario ------------------------------------------------------------
 
@@ -151,33 +240,50 @@ class _Simulation:
         self.broker.become_leader(tp)
         self.leader_changes += 1
 
+    def progress_state(self) -> ProgressState:
+        """What the progress bar shows now. O(partitions)."""
+        broker = self.broker
+        partitions = broker.partitions.values()
+        return ProgressState(
+            elapsed_s=self.elapsed_s(),
+            duration_s=self.config.duration_s,
+            produce_requests=broker.counters.produce_requests,
+            waiting_produces=broker.produce_purgatory.statistics().num_delayed,
+            waiting_fetches=broker.fetch_purgatory.statistics().num_delayed,
+            smallest_isr=min((len(p.isr) for p in partitions), default=0),
+            replicas=len(self.follower_ids) + 1,
+            draining=self.draining,
+        )
+
     async def progress(self) -> None:
-        """Redraw a one-line progress bar on ``out`` until the run finishes."""
+        """Redraw the one-line progress bar on ``out`` until the run finishes; it fits
+        the terminal's width, read at every redraw."""
         out = self.out
         if out is None:
             return
-        width = 30
-        duration = self.config.duration_s
         while not self.finished:
-            elapsed = self.elapsed_s()
-            frac = min(1.0, elapsed / duration)
-            filled = int(frac * width)
-            isr = min((len(p.isr) for p in self.broker.partitions.values()), default=0)
-            stats_p = self.broker.produce_purgatory.statistics()
-            stats_f = self.broker.fetch_purgatory.statistics()
-            out.write(
-                f"\r[{'#' * filled}{'.' * (width - filled)}] {elapsed:5.1f}/{duration:g}s "
-                f"produce {self.broker.counters.produce_requests:7d} "
-                f"waiting {stats_p.num_delayed:4d}/{stats_f.num_delayed:3d} min-ISR {isr} "
-            )
+            width = shutil.get_terminal_size().columns
+            out.write("\r" + format_progress(self.progress_state(), width) + "\x1b[K")
             out.flush()
             await asyncio.sleep(PROGRESS_INTERVAL_S)
-        out.write("\r" + " " * 100 + "\r")
+        out.write("\r\x1b[K")
         out.flush()
+
+    async def drain(self) -> bool:
+        """Wait for the produces in flight, at most :func:`drain_bound_s`; whether the
+        drain was cut (bound reached, or a second signal). O(in flight) per poll."""
+        pending = [op for p in self.producers for op in p.pending()]
+        deadline = time.monotonic() + drain_bound_s(self.config)
+        while pending:
+            if self._cut_drain.is_set() or time.monotonic() >= deadline:
+                return True
+            await asyncio.sleep(_DRAIN_POLL_S)
+            pending = [op for op in pending if not op.is_done]
+        return False
 
     # -- the run -----------------------------------------------------------------
 
-    async def main(self) -> dict[str, Any]:
+    async def main(self, handle_signals: bool) -> dict[str, Any]:
         cfg = self.config
         broker = self.broker
         for tp in self.tps:
@@ -190,81 +296,134 @@ class _Simulation:
         opened_truncated_bytes = sum(
             p.log.recovery.truncated_bytes for p in broker.partitions.values()
         )
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for signum in _SIGNALS:
+                loop.add_signal_handler(signum, self.on_signal, signum)
         wall0 = time.perf_counter()
         cpu0 = time.process_time()
         self.start_s = time.monotonic()
-        async with broker:
-            producers = [
-                asyncio.create_task(p.run(self.start_s, self.is_stopping)) for p in self.producers
-            ]
-            self.followers.follow(self.tps)
-            others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
-            others.append(asyncio.create_task(self.progress()))
-            scenario = [
-                asyncio.create_task(self.stall()),
-                asyncio.create_task(self.leader_change()),
-            ]
-            await asyncio.sleep(cfg.duration_s)
-            self.stopping = True
-            await asyncio.gather(*producers)
-            for task in scenario:
-                task.cancel()
-            await asyncio.gather(*scenario, return_exceptions=True)
-            if not broker.partitions[self.tps[0]].is_leader:
-                broker.become_leader(self.tps[0])
-                self.leader_changes += 1
-            for ack in self.acks:  # followers still replicate meanwhile
-                if not ack.op.is_done:
-                    await ack.op
-            self.finished = True
-            await self.followers.stop()
-            await asyncio.gather(*others)
-            stats_p = broker.produce_purgatory.statistics()
-            stats_f = broker.fetch_purgatory.statistics()
+        try:
+            async with broker:
+                tasks: list[asyncio.Task[Any]] = []
+                try:
+                    producers = [
+                        asyncio.create_task(p.run(self.start_s, self.is_stopping))
+                        for p in self.producers
+                    ]
+                    self.followers.follow(self.tps)
+                    others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
+                    others.append(asyncio.create_task(self.progress()))
+                    others.append(asyncio.create_task(_freeze_survivors(self.is_finished)))
+                    scenario = [
+                        asyncio.create_task(self.stall()),
+                        asyncio.create_task(self.leader_change()),
+                    ]
+                    tasks += [*producers, *others, *scenario]
+                    with contextlib.suppress(TimeoutError):  # the duration is over
+                        await asyncio.wait_for(self._stop_load.wait(), cfg.duration_s)
+                    self.stopping = True
+                    load_s = self.elapsed_s()
+                    for task in producers:  # each waits for its next arrival: end that
+                        task.cancel()
+                    await asyncio.gather(*producers, return_exceptions=True)
+                    for task in scenario:
+                        task.cancel()
+                    await asyncio.gather(*scenario, return_exceptions=True)
+                    if not broker.partitions[self.tps[0]].is_leader:
+                        broker.become_leader(self.tps[0])
+                        self.leader_changes += 1
+                    drain0 = time.monotonic()
+                    self.draining = True
+                    drain_cut = await self.drain()  # followers still replicate meanwhile
+                    drain_s = time.monotonic() - drain0
+                    self.finished = True
+                    if drain_cut:
+                        await self.followers.close()
+                    else:
+                        await self.followers.stop()
+                    await asyncio.gather(*others)
+                    stats_p = broker.produce_purgatory.statistics()
+                    stats_f = broker.fetch_purgatory.statistics()
+                except BaseException:  # a bug or a cancellation: nothing may outlive the broker
+                    self.finished = True
+                    await self.followers.close()
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    raise
+        finally:
+            if handle_signals:
+                for signum in _SIGNALS:
+                    loop.remove_signal_handler(signum)
         # after close: a flush policy flushes each log once more when it closes
         log_flushes = broker.log_flushes
         wall_s = time.perf_counter() - wall0
         cpu_s = time.process_time() - cpu0
+        for producer in self.producers:
+            producer.settle_all()
         summary = summarize(
             broker,
             self.writer,
             wall_s=wall_s,
             cpu_s=cpu_s,
-            uvloop=type(asyncio.get_running_loop()).__module__.startswith("uvloop"),
+            uvloop=type(loop).__module__.startswith("uvloop"),
             produce=stats_p,
             fetch=stats_f,
             leader_changes=self.leader_changes,
             consumed_records=sum(c.consumed_records for c in self.consumers),
         )
-        summary["log_flushes"] = log_flushes
-        summary.update(read_back(self.acks, self.data_dir, self.tps, opened_truncated_bytes))
+        sent = sum(p.sent for p in self.producers)
+        summary.update(
+            load_s=round(load_s, 2),
+            offered_produce_rate=cfg.produce_rate,
+            achieved_produce_rate=round(sent / max(load_s, 1e-9), 1),
+            produce_behind_schedule_s=round(max(p.behind_s for p in self.producers), 2),
+            drain_s=round(drain_s, 2),
+            drain_cut=drain_cut,
+            interrupted=self.interrupted,
+            unanswered_produces=sum(p.unanswered for p in self.producers),
+            log_flushes=log_flushes,
+        )
+        acks = [ack for p in self.producers for ack in p.acks]
+        summary.update(read_back(acks, self.data_dir, self.tps, opened_truncated_bytes))
         if cfg.trace_path is not None:
-            summary["trace_path"] = str(self.writer.write(cfg.trace_path))
+            try:
+                summary["trace_path"] = str(self.writer.write(cfg.trace_path))
+            except OSError as exc:  # checked before the run; the disk may still fill up
+                summary["trace_error"] = f"{cfg.trace_path}: {exc.strerror or exc}"
         return summary
 
 
-async def run_async(config: SimulationConfig, *, out: TextIO | None = None) -> dict[str, Any]:
+async def run_async(
+    config: SimulationConfig, *, out: TextIO | None = None, handle_signals: bool = False
+) -> dict[str, Any]:
     """Run the simulation on the running loop; return the summary (see :func:`run`).
 
-    Raises ValueError for a bad setting or a ``data_dir`` that is not empty.
+    Raises ValueError for a bad setting or output path (nothing is created then).
     """
     config.validate()
-    if config.data_dir is not None:
-        data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if any(data_dir.iterdir()):
-            raise ValueError(f"data dir {data_dir} is not empty")
-        return await _Simulation(config, data_dir, out).main()
-    with tempfile.TemporaryDirectory(prefix="purgatory-sim-") as tmp:
-        return await _Simulation(config, Path(tmp), out).main()
+    check_output_paths(config)
+    with _survivors_unfrozen_after():
+        if config.data_dir is not None:
+            data_dir = Path(config.data_dir)
+            data_dir.mkdir(parents=True, exist_ok=True)
+            return await _Simulation(config, data_dir, out).main(handle_signals)
+        with tempfile.TemporaryDirectory(prefix="purgatory-sim-") as tmp:
+            return await _Simulation(config, Path(tmp), out).main(handle_signals)
 
 
-def run(config: SimulationConfig, *, out: TextIO | None = None) -> dict[str, Any]:
+def run(
+    config: SimulationConfig, *, out: TextIO | None = None, handle_signals: bool = False
+) -> dict[str, Any]:
     """Run the simulation on a new loop (uvloop if asked and installed); return the summary.
 
     The summary holds :data:`~.summary.SUMMARY_KEYS` plus ``read_back_problems``
-    (up to 20 messages). ``out`` gets the progress bar (None: none, or stderr when
-    ``config.progress`` is set). Cost: ``duration_s`` of wall time, plus set-up,
+    (up to 20 messages, and ``trace_error`` if the trace could not be written).
+    ``out`` gets the progress bar (None: none, or stderr when ``config.progress``
+    is set). ``handle_signals`` makes SIGINT and SIGTERM stop the run early (see
+    the module doc; main thread only). Raises ValueError for a bad setting or
+    output path. Cost: ``duration_s`` of wall time, plus the drain (bounded), the
     read-back and the trace.
     """
     if out is None and config.progress:
@@ -278,4 +437,4 @@ def run(config: SimulationConfig, *, out: TextIO | None = None) -> dict[str, Any
         else:
             factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(run_async(config, out=out))
+        return runner.run(run_async(config, out=out, handle_signals=handle_signals))

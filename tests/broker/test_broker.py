@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -314,3 +315,24 @@ def test_await_replication_times_out_and_answers_at_once_without_acks(
         broker.await_replication({}, timeout_ms=10)
     with pytest.raises(ValueError, match="base_offset <= last_offset"):
         broker.await_replication({A: (2, 1)}, timeout_ms=10)
+
+
+@pytest.mark.asyncio
+async def test_requests_are_refused_once_close_begins(tmp_path: Path, clock: ManualClock) -> None:
+    """A follower fetching while the broker closes used to complete operations whose
+    rows close had already recorded as cancelled (a KeyError in ``Broker.record``); now
+    requests are refused from the start of the close, and each row is recorded once."""
+    writer = TraceWriter()
+    broker = Broker(tmp_path, clock=clock, reaper_enabled=False, recorder=writer)
+    broker.create_partition(A, (1,))
+    async with broker:
+        waiting = broker.produce({A: batch()}, acks=-1, timeout_ms=1000)
+        closing = asyncio.ensure_future(broker.close())
+        await asyncio.sleep(0)  # close has begun
+        with pytest.raises(RuntimeError, match="closed"):
+            broker.fetch({A: FetchPartitionStatus(1)}, min_bytes=0, replica_id=1)
+        with pytest.raises(RuntimeError, match="closed"):
+            broker.produce({A: batch()}, acks=1, timeout_ms=1000)
+        await closing
+    assert waiting.is_cancelled
+    assert [r.outcome for r in writer.rows] == ["cancelled"]

@@ -34,6 +34,33 @@ Example, three batches of 3, 1 and 2 records, 100 bytes each::
     read(7, 1000)                -> OffsetOutOfRangeError
     truncate_to(5)               -> drops [4..5] (it straddles 5); log end 4
 
+Offset metadata (Kafka's ``LogOffsetMetadata``)
+----------------------------------------------
+:class:`LogOffsetMetadata` names a place in the log three ways: the offset, the
+base offset of the segment holding it and the byte position there of the batch
+that contains it (for the log end: the end of the last segment). Two places in
+the same segment are ``position_diff`` bytes apart, so a waiting fetch can tell
+how many bytes lie between its fetch offset and the high watermark or the log
+end with one subtraction and no read; a place in a newer segment means "at
+least the rest of the older one". The log keeps:
+
+* :attr:`PartitionLog.log_end_metadata`, current after every append, roll and
+  truncation (O(1), no read);
+* the metadata of the last :data:`RECENT_BOUNDARIES` batch boundaries (each
+  append's end), so :meth:`PartitionLog.offset_metadata` of an offset a reader
+  got from a recent fetch (a follower's next offset, the high watermark) is a
+  dictionary lookup; other offsets take the index lookup and header walk of
+  :meth:`.segment.LogSegment.translate_offset`. A roll re-bases the log end's
+  entry onto the new segment; a truncation forgets the boundaries past the new
+  end.
+
+Example, batches of 100 bytes, a roll at offset 4::
+
+    append [0..2] [3]          log end (4, segment 0, position 200)
+    roll; append [4..5]        log end (6, segment 4, position 100)
+    offset_metadata(3)      -> (3, segment 0, position 100)   (a recent boundary)
+    offset_metadata(4)      -> (4, segment 4, position 0)
+
 Reopening a directory recovers what a crash can leave (see
 :meth:`.segment.LogSegment.open`): a torn last batch is cut, index entries past
 the log end are dropped, an index that fails its check is rebuilt from the log.
@@ -76,6 +103,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from purgatory import Clock, LoopClock
 
@@ -87,6 +115,8 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",
     "DEFAULT_SEGMENT_BYTES",
+    "RECENT_BOUNDARIES",
+    "LogOffsetMetadata",
     "LogRecovery",
     "OffsetOutOfRangeError",
     "PartitionLog",
@@ -102,6 +132,10 @@ log = logging.getLogger("purgatory.broker")
 
 #: The capacity of a log's own :class:`~.open_files.OpenFiles` (when none is given).
 OWN_MAX_OPEN_FILES = 4
+
+#: How many recent batch boundaries :meth:`PartitionLog.offset_metadata` answers
+#: without a lookup.
+RECENT_BOUNDARIES = 1024
 
 _INT32_MAX = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
@@ -119,6 +153,26 @@ class OffsetOutOfRangeError(Exception):
 
 class RecordBatchTooLargeError(ValueError):
     """A batch larger than a whole segment (Kafka: RECORD_LIST_TOO_LARGE)."""
+
+
+class LogOffsetMetadata(NamedTuple):
+    """A place in a log: ``offset``, the base offset of its segment and the byte
+    position there of the batch containing it (the segment's size at the log end).
+    See the module doc. A named tuple: one is made per append."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+
+    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
+        """Whether this place lies in an older segment than ``other``'s. O(1)."""
+        return self.segment_base_offset < other.segment_base_offset
+
+    def position_diff(self, other: LogOffsetMetadata) -> int:
+        """Bytes from ``other`` to this place, both in the same segment. O(1)."""
+        if self.segment_base_offset != other.segment_base_offset:
+            raise ValueError(f"{self} and {other} are in different segments")
+        return self.position - other.position
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +204,7 @@ class PartitionLog:
         "_closed",
         "_directory",
         "_dirty_since_ms",
+        "_end_metadata",
         "_files",
         "_flush_count",
         "_flush_messages",
@@ -157,6 +212,7 @@ class PartitionLog:
         "_flushed_offset",
         "_index_interval_bytes",
         "_max_index_size_bytes",
+        "_recent",
         "_recovery",
         "_rolled_unflushed",
         "_segment_bytes",
@@ -217,6 +273,12 @@ class PartitionLog:
         self._dirty_since_ms: int | None = None
         self._flush_count = 0  # flushes that synced something, ever
         self._recovery = self._load()
+        # invariant: the metadata of log_end_offset (see the module doc)
+        self._end_metadata = self._current_end()
+        # invariant: offset -> its metadata, for at most RECENT_BOUNDARIES batch
+        # boundaries (oldest first), all <= the log end; the log end is one of them
+        self._recent: dict[int, LogOffsetMetadata] = {}
+        self._remember_end()
         # invariant: <= log_end_offset; the log end at the last flush (at open:
         # what the files held), Kafka's recovery point
         self._flushed_offset = self.log_end_offset
@@ -308,6 +370,24 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         """The offset the next appended record gets. O(1)."""
         return self._segments[-1].next_offset
+
+    @property
+    def log_end_metadata(self) -> LogOffsetMetadata:
+        """The log end's place: its offset, the last segment, that segment's size.
+        Current after every append, roll and truncation; O(1), reads nothing."""
+        return self._end_metadata
+
+    def _current_end(self) -> LogOffsetMetadata:
+        last = self._segments[-1]
+        return LogOffsetMetadata(last.next_offset, last.base_offset, last.size_bytes)
+
+    def _remember_end(self) -> None:
+        """Set the log end's metadata and remember it as a recent boundary. O(1)."""
+        end = self._end_metadata = self._current_end()
+        recent = self._recent
+        recent[end.offset] = end
+        if len(recent) > RECENT_BOUNDARIES:
+            del recent[next(iter(recent))]
 
     @property
     def size_bytes(self) -> int:
@@ -410,6 +490,7 @@ class PartitionLog:
             data = bytes(batch)
         segment.append(data, last_offset)
         self._size_bytes += size
+        self._remember_end()
         self._written()
         flush_messages = self._flush_messages
         if flush_messages is not None and last_offset + 1 - self._flushed_offset >= flush_messages:
@@ -434,6 +515,7 @@ class PartitionLog:
             self._rolled_unflushed.append(rolled)
         self._segments.append(segment)
         self._bases.append(base_offset)
+        self._remember_end()  # the log end's offset, now at position 0 of the new segment
         return segment
 
     def roll(self) -> None:
@@ -457,7 +539,8 @@ class PartitionLog:
         ``max_offset`` (exclusive, default the log end) stops before the first
         batch whose last offset reaches it; ``max_bytes`` (>= 0) bounds the total
         except for the first batch. Raises :class:`OffsetOutOfRangeError` outside
-        ``[log_start_offset, log_end_offset]``. O(log n + bytes read).
+        ``[log_start_offset, log_end_offset]``. O(bytes read) from a recent batch
+        boundary (see :meth:`offset_metadata`), else O(log n + bytes read).
         """
         self._require_open()
         self._check_range(offset)
@@ -469,14 +552,11 @@ class PartitionLog:
         if offset >= max_offset:
             return b""
         segments = self._segments
-        i = self._segment_index_for(offset)
-        info = segments[i].translate_offset(offset)
-        while info is None:  # offset sits at the end of an (empty) segment
-            i += 1
-            info = segments[i].translate_offset(offset)
+        start = self.offset_metadata(offset)
+        i = self._segment_index_for(start.segment_base_offset)
         chunks: list[bytes] = []
         remaining = max_bytes
-        position = info.position
+        position = start.position
         while True:
             data, stopped = segments[i].read(position, remaining, max_offset, not chunks)
             if data:
@@ -512,6 +592,21 @@ class PartitionLog:
             total += end - begin
         return total
 
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """``offset``'s place in the log (see the module doc); raises
+        :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``.
+
+        O(1) for the log end and the recent batch boundaries; otherwise an index
+        lookup and a header walk (O(log n), reading about ``index_interval_bytes``).
+        """
+        self._require_open()
+        known = self._recent.get(offset)
+        if known is not None:
+            return known
+        self._check_range(offset)
+        i, position = self._position_of(offset)
+        return LogOffsetMetadata(offset, self._segments[i].base_offset, position)
+
     def _position_of(self, offset: int) -> tuple[int, int]:
         """(segment number, position) of the first batch whose last offset >= offset."""
         segments = self._segments
@@ -539,8 +634,16 @@ class PartitionLog:
             raise ValueError(f"offset must be >= 0, not {offset}")
         if offset >= self.log_end_offset:
             return
-        segments = self._segments
         self._written()
+        try:
+            self._truncate(offset)
+        finally:  # forget the boundaries that are gone (all of them if all is gone)
+            start, end = self.log_start_offset, self.log_end_offset
+            self._recent = {o: m for o, m in self._recent.items() if start <= o < end}
+            self._remember_end()
+
+    def _truncate(self, offset: int) -> None:
+        segments = self._segments
         if offset <= self.log_start_offset:
             for segment in segments:
                 segment.delete()
@@ -636,6 +739,19 @@ class PartitionLog:
                 assert not before.is_active, "a rolled segment holds its own descriptor"
         assert self._closed or segments[-1].is_active, "the last segment is not active"
         assert self._size_bytes == sum(s.size_bytes for s in segments), "size drifted"
+        assert self._end_metadata == self._current_end(), "stale log end metadata"
+        assert len(self._recent) <= RECENT_BOUNDARIES, "too many recent boundaries"
+        for offset, known in self._recent.items():
+            assert known.offset == offset, "recent boundary under the wrong offset"
+            assert self.log_start_offset <= offset <= self.log_end_offset, "stale boundary"
+            if deep and not self._closed:
+                i, position = self._position_of(offset)
+                assert (segments[i].base_offset, position) == (
+                    known.segment_base_offset,
+                    known.position,
+                ) or (known.position == segments[i - 1].size_bytes and position == 0), (
+                    f"recent boundary {known} is not where offset {offset} is"
+                )
         assert self._flushed_offset <= self.log_end_offset, "flushed past the log end"
         assert all(s in segments[:-1] for s in self._rolled_unflushed), "stale unflushed list"
         if self._flush_ms is None:

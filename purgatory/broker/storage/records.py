@@ -53,6 +53,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "CRC32C_IMPLEMENTATION",
@@ -93,6 +94,7 @@ _INT64_MAX = 2**63 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _BASE_OFFSET = struct.Struct(">q")
+_MAGIC_AND_DELTA = struct.Struct(">bxxxxxxi")  # magic (16), last offset delta (23)
 _LEADER_EPOCH = struct.Struct(">i")
 assert _HEADER.size == HEADER_BYTES
 
@@ -175,9 +177,12 @@ def crc32c(data: BytesLike) -> int:
 # --------------------------------------------------------------------------- header
 
 
-@dataclass(frozen=True, slots=True)
-class RecordBatchHeader:
-    """The 61-byte header of a v2 record batch, as parsed (not validated)."""
+class RecordBatchHeader(NamedTuple):
+    """The 61-byte header of a v2 record batch, as parsed (not validated).
+
+    A named tuple: immutable, and made in one step (it is parsed for every batch
+    appended, replicated and read back).
+    """
 
     base_offset: int
     batch_length: int
@@ -205,7 +210,7 @@ class RecordBatchHeader:
                 f"truncated batch header: {max(0, len(buf) - position)} bytes at position "
                 f"{position}, need {HEADER_BYTES}"
             )
-        return cls(*_HEADER.unpack_from(buf, position))
+        return cls._make(_HEADER.unpack_from(buf, position))
 
     @property
     def size_bytes(self) -> int:
@@ -300,10 +305,12 @@ def with_base_offset(buf: BytesLike, base_offset: int, leader_epoch: int | None 
     :class:`CorruptRecordError` if ``buf`` is no v2 header, and ``ValueError`` if
     the offsets would not fit an int64. O(len(buf)) (one copy).
     """
-    header = RecordBatchHeader.parse(buf)
-    if header.magic != MAGIC:
-        raise CorruptRecordError(f"unsupported magic {header.magic}, expected {MAGIC}")
-    if not 0 <= base_offset <= _INT64_MAX - max(0, header.last_offset_delta):
+    if len(buf) < HEADER_BYTES:
+        RecordBatchHeader.parse(buf)  # raises, saying how short it is
+    magic, delta = _MAGIC_AND_DELTA.unpack_from(buf, 16)
+    if magic != MAGIC:
+        raise CorruptRecordError(f"unsupported magic {magic}, expected {MAGIC}")
+    if not 0 <= base_offset <= _INT64_MAX - max(0, delta):
         raise ValueError(f"base offset {base_offset} out of range for this batch")
     out = bytearray(buf)
     _BASE_OFFSET.pack_into(out, 0, base_offset)
@@ -427,6 +434,41 @@ class DecodedRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+#: The varint bytes of 0 .. _SMALL_VARINTS - 1 (zig-zag: value v is 2v), one lookup
+#: instead of a loop for the lengths and deltas of ordinary records.
+_SMALL_VARINTS_LIMIT = 1 << 13
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    bytes([(v << 1) & 0x7F | 0x80, v >> 6]) if v >= 64 else bytes([v << 1])
+    for v in range(_SMALL_VARINTS_LIMIT)
+)
+_NULL_KEY = b"\x01"  # varint -1: a null key
+_NO_HEADERS = b"\x00"  # varint 0: no headers
+
+
+def _encode_plain_records(values: Sequence[Record | bytes]) -> bytes | None:
+    """The records section of plain values (``bytes``: no key, no headers, base
+    timestamp), exactly as :func:`_encode_record` writes it, or None if an item is
+    a :class:`Record` or too large for the one-lookup varints. O(total size)."""
+    small = _SMALL_VARINTS
+    limit = _SMALL_VARINTS_LIMIT - 8  # room for the record's own fields
+    if len(values) >= limit:
+        return None
+    parts: list[bytes] = []
+    for delta, value in enumerate(values):
+        if type(value) is not bytes:
+            return None
+        size = len(value)
+        if size >= limit:
+            return None
+        # attributes, timestamp delta 0, offset delta, null key, value, no headers
+        offset_delta = small[delta]
+        size_bytes = small[size]
+        length = 4 + len(offset_delta) + len(size_bytes) + size
+        parts += (small[length], b"\x00\x00", offset_delta, _NULL_KEY, size_bytes, value)
+        parts.append(_NO_HEADERS)
+    return b"".join(parts)
+
+
 def _encode_record(
     out: bytearray, record: Record, offset_delta: int, timestamp_delta_ms: int
 ) -> None:
@@ -468,15 +510,27 @@ def build_batch(
         raise UnsupportedCompressionError(
             f"cannot build a batch with codec {compression}: only none and gzip"
         )
-    items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
-    if base_timestamp_ms is None:
-        first = items[0].timestamp_ms
-        base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
-    timestamps_ms = [base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items]
-    body = bytearray()
-    for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
-        _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
-    payload = bytes(body)
+    plain = _encode_plain_records(records)  # the common case: values only
+    if plain is not None:
+        if base_timestamp_ms is None:
+            base_timestamp_ms = time.time_ns() // 1_000_000
+        count = len(records)
+        max_timestamp_ms = base_timestamp_ms
+        payload = plain
+    else:
+        items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
+        if base_timestamp_ms is None:
+            first = items[0].timestamp_ms
+            base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
+        timestamps_ms = [
+            base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items
+        ]
+        body = bytearray()
+        for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
+            _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
+        payload = bytes(body)
+        count = len(items)
+        max_timestamp_ms = max(timestamps_ms)
     if compression == CompressionType.GZIP:
         compressor = zlib.compressobj(wbits=31)
         payload = compressor.compress(payload) + compressor.flush()
@@ -492,13 +546,13 @@ def build_batch(
         MAGIC,
         0,  # crc, filled in below
         attributes,
-        len(items) - 1,
+        count - 1,
         base_timestamp_ms,
-        max(timestamps_ms),
+        max_timestamp_ms,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(items),
+        count,
     )
     out += payload
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))

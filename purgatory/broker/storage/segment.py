@@ -72,9 +72,10 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from .offset_index import CorruptIndexError, OffsetIndex
 from .open_files import OpenFiles
@@ -194,6 +195,10 @@ class LogSegment:
         "_next_offset",
         "_size_bytes",
     )
+
+    #: Called with (log path, position, size) before every read of log bytes, when
+    #: set (for tests and tools that count reads); None by default.
+    read_hook: ClassVar[Callable[[Path, int, int], None] | None] = None
 
     def __init__(
         self,
@@ -395,7 +400,13 @@ class LogSegment:
             self._files.forget(self)
 
     def _pread(self, position: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``position`` (fewer only at the segment's end). O(size)."""
+        """Up to ``size`` bytes at ``position`` (fewer only at the segment's end). O(size).
+
+        Every read of log bytes passes here, and through :attr:`read_hook` if set.
+        """
+        hook = LogSegment.read_hook
+        if hook is not None:
+            hook(self._log_path, position, size)
         end = min(position + size, self._size_bytes)
         chunks = []
         pos = position

@@ -370,3 +370,19 @@ def test_interop_with_kafka_python() -> None:
     decoded = default_records.DefaultRecordBatch(with_base_offset(ours, 77))
     assert decoded.validate_crc()
     assert [(r.offset, r.value) for r in decoded] == [(77, b"v"), (78, b"v2")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.binary(max_size=200), st.integers(8180, 8300).map(lambda n: b"v" * n)),
+        min_size=1,
+        max_size=80,
+    )
+)
+def test_plain_values_encode_exactly_as_records_do(values: list[bytes]) -> None:
+    """The values-only fast path writes the same bytes as the general encoder."""
+    fast = build_batch(values, base_timestamp_ms=1_700_000_000_000)
+    general = build_batch([Record(v) for v in values], base_timestamp_ms=1_700_000_000_000)
+    assert fast == general
+    assert [r.value for r in iter_records(fast)] == values
