@@ -36,9 +36,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import cast
 
-from _cli import Parser, int_at_least, interrupted, port, seconds
-
 from purgatory import IdleTracker, SystemTimer
+from purgatory.cli import Parser, int_at_least, interrupted, port, seconds
 
 GOODBYE = b"idle timeout, goodbye\n"
 SHUTDOWN = b"server shutting down, goodbye\n"

@@ -16,9 +16,8 @@ import asyncio
 import random
 from collections.abc import Callable
 
-from _cli import Parser, int_at_least, interrupted
-
 from purgatory import SystemTimer, TimerTask
+from purgatory.cli import Parser, int_at_least, interrupted
 from purgatory.core import WheelTimer, exact_quantile
 from purgatory.testing import ManualClock
 

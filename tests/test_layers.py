@@ -16,10 +16,11 @@ inside a function, except those under ``if TYPE_CHECKING:`` (they never run).
   (``purgatory``, ``purgatory.core``, ``purgatory.tracing``), never on the
   simulation or the pipeline;
 * the trace schema (``purgatory.tracing``) imports nothing of the package, so
-  a reader of traces needs no broker;
+  a reader of traces needs no broker; nor does the command-line kit
+  (``purgatory.cli``), which every program may use;
 * the simulation (``purgatory.sim``) is an application over public APIs:
   ``purgatory``, ``purgatory.core``, ``purgatory.broker`` (the package, not its
-  modules) and ``purgatory.tracing``;
+  modules), ``purgatory.tracing`` and ``purgatory.cli``;
 * the pipeline (``purgatory.analytics``) takes from the broker only its error
   table (``purgatory.broker.errors``), never its internals;
 * the examples and benchmarks import only public modules of the package, and
@@ -170,9 +171,19 @@ def test_the_trace_schema_imports_nothing_of_the_package() -> None:
     assert _internal(GRAPH, "purgatory.tracing") == set()
 
 
+def test_the_command_line_kit_imports_nothing_of_the_package() -> None:
+    assert _internal(GRAPH, "purgatory.cli") == set()
+
+
 @pytest.mark.parametrize("name", sorted(m for m in GRAPH if _part(m) == "purgatory.sim"))
 def test_the_simulation_is_an_application_over_public_apis(name: str) -> None:
-    allowed = {"purgatory", "purgatory.core", "purgatory.broker", "purgatory.tracing"}
+    allowed = {
+        "purgatory",
+        "purgatory.core",
+        "purgatory.broker",
+        "purgatory.tracing",
+        "purgatory.cli",
+    }
     assert _outside(name) <= allowed, f"{name} imports {_outside(name) - allowed}"
 
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from purgatory.cli import Parser, port
+
 from ._config import WireConfig
 from ._server import KafkaWireBroker, existing_topics
 from ._shortage import fit_descriptor_limit
@@ -44,7 +46,7 @@ _D = WireConfig()
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
     """The config and whether to run on uvloop; exits with a usage error on bad options."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=PROG,
         description=(
             "A one-broker Kafka cluster for unmodified clients, backed by the purgatory: "
@@ -53,7 +55,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         ),
     )
     p.add_argument("--host", default=_D.host, help="address to bind (default %(default)s)")
-    p.add_argument("--port", type=int, default=_D.port, help="0 picks one (default %(default)s)")
+    p.add_argument("--port", type=port, default=_D.port, help="0 picks one (default %(default)s)")
     p.add_argument(
         "--data-dir",
         default=None,

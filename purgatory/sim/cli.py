@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
+from ..cli import Parser
 from .config import HELP, SimulationConfig
 from .simulation import run
 from .summary import format_summary
@@ -104,16 +105,9 @@ def _value_type(annotation: Any) -> tuple[type, bool]:
     return annotation, False
 
 
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """argparse with its usage errors on one line (usage is in ``--help``)."""
-
-    def error(self, message: str) -> typing.NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """One option per :class:`SimulationConfig` field (see the module doc). O(fields)."""
-    parser = _OneLineErrorParser(
+    parser = Parser(
         prog="simulate",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -174,17 +168,18 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, validate, run, print the summary; the exit status (see :data:`EPILOG`).
-    Costs the run (see :func:`.simulation.run`)."""
-    args = build_parser().parse_args(argv)
+    A refused option or setting exits at once with status 2 (``SystemExit``, as
+    argparse does), in one line. Costs the run (see :func:`.simulation.run`)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
         config.validate()
         # the bar only on a terminal: redirected output gets the table alone
         config = replace(config, progress=config.progress and sys.stderr.isatty())
         summary = run(config, handle_signals=True)
-    except ValueError as exc:
-        print(f"simulate: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a bad setting or output path: nothing ran
+        parser.error(str(exc))
     except KeyboardInterrupt:  # before the run's own handlers, or during the read-back
         print("simulate: interrupted", file=sys.stderr)
         return SIGNAL_EXIT_STATUS["SIGINT"]

@@ -208,5 +208,7 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "read-back OK" in out and trace.exists()
     flushes = next(line for line in out.splitlines() if line.strip().startswith("log_flushes"))
     assert int(flushes.split()[1]) >= 2  # at least each partition's flush on close
-    assert cli.main(["--partitions", "0"]) == 2
-    assert cli.main(["--flush-ms", "0"]) == 2
+    for refused in (["--partitions", "0"], ["--flush-ms", "0"]):  # usage errors, as argparse's
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(refused)
+        assert exit_info.value.code == 2

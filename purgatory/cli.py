@@ -1,6 +1,7 @@
-"""What the example programs share on the command line: one-line errors, shown defaults.
+"""What the project's command lines share: one-line errors, shown defaults, exit codes.
 
-Every program answers bad input the same way: one line on stderr,
+Every program the project ships (the simulation, the pipeline, the examples)
+answers bad input the same way: one line on stderr,
 ``PROG: error: WHAT (see --help)``, no traceback, and exit status 2 for a
 command line it refuses (checked before anything runs) or 1 for a failure at
 run time (a port in use, a host name that does not resolve). argparse itself
@@ -8,15 +9,11 @@ prints its usage line above the error; :class:`Parser` prints the error line
 only, and :meth:`Parser.fail` is the same line for a failure at run time.
 :class:`Parser` also shows every option's default in ``--help``.
 
-The programs run as scripts (``python examples/timers.py``), so Python puts
-``examples/`` first on ``sys.path``, and they ``from _cli import Parser`` (mypy,
-given ``examples``, resolves ``_cli`` the same way). A program run as a package
-(``python -m examples.kafka_broker``) has the repository root there instead: it
-puts ``examples/`` on ``sys.path`` before that import, as ``tests/examples`` does.
-
 The argument types (:func:`int_at_least`, :func:`port`, :func:`seconds`) name
 what they accept, so argparse's message reads
 ``argument --port: must be an integer from 0 to 65535, not '70000'``.
+:func:`interrupted` ends a program stopped by Ctrl-C the way a shell expects
+(status 130, no traceback). Standard library only.
 """
 
 from __future__ import annotations
@@ -27,10 +24,20 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["Parser", "int_at_least", "interrupted", "port", "seconds"]
+__all__ = [
+    "RUNTIME_ERROR",
+    "USAGE_ERROR",
+    "Parser",
+    "int_at_least",
+    "interrupted",
+    "port",
+    "seconds",
+]
 
-USAGE_ERROR = 2  # the command line is refused; nothing ran
-RUNTIME_ERROR = 1  # the command line is fine, running it failed
+#: the exit status of a refused command line (nothing ran)
+USAGE_ERROR = 2
+#: the exit status of a failure at run time (the command line was fine)
+RUNTIME_ERROR = 1
 
 
 class _ShowDefaults(argparse.HelpFormatter):
