@@ -93,7 +93,7 @@ def test_sweep_runs_one_task_per_config(spark: SparkSession, tmp_path: Path) -> 
     assert list(ok["tick_ms"]) == [1, 10]
     assert (ok["completed_early"] + ok["expired"] == 600).all()
     assert ok["error"].isna().all()
-    html = result.html.read_text(encoding="utf-8")
+    html = Path(result.html).read_text(encoding="utf-8")
     assert "Lowest CPU per operation" in html and "Failed configurations" in html
     assert "<script" not in html and html.count("<svg") == 2
 
@@ -104,7 +104,7 @@ def test_sweep_task_is_pluggable(spark: SparkSession, tmp_path: Path) -> None:
     result = run_sweep(spark, configs, tmp_path, task="builtins:dict", progress=False)
     assert result.failed == 0
     assert list(result.summaries["answer"]) == [42, 42]
-    assert "Results" in result.html.read_text(encoding="utf-8")
+    assert "Results" in Path(result.html).read_text(encoding="utf-8")
 
 
 def test_sweep_over_the_broker_simulation(spark: SparkSession, tmp_path: Path) -> None:
@@ -123,4 +123,4 @@ def test_sweep_over_the_broker_simulation(spark: SparkSession, tmp_path: Path) -
     assert (ok["cpu_us_per_op"] > 0).all()
     # the same workload with slower followers waits longer for its acknowledgements
     assert ok.loc[1, "produce_latency_p50_ms"] > ok.loc[0, "produce_latency_p50_ms"]
-    assert "Lowest CPU per operation" in result.html.read_text(encoding="utf-8")
+    assert "Lowest CPU per operation" in Path(result.html).read_text(encoding="utf-8")
