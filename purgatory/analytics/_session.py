@@ -6,7 +6,7 @@
   ``yarn``, ...); under ``spark-submit`` with no master given, the submitted
   one (the local-mode settings below are then left to spark-submit);
 * no Spark UI and no console progress bars; the JVM's log4j at WARN from its
-  first line (a log4j2 file written to the temp directory replaces Spark's
+  first line (the package's ``log4j2.properties`` replaces Spark's
   default profile, so the "Using Spark's default log4j profile" banner and the
   native-Hadoop warning do not appear; a cache spilling to disk, which is
   expected on a small machine, is not warned about either);
@@ -17,8 +17,10 @@
 * the master URL and driver memory checked before the JVM starts, and the
   JVM's own reason in one line (:class:`SparkStartError`) when it fails;
   optionally the JVM's stderr (its log) in a file rather than on the terminal;
-* under ``spark-submit``, the already running JVM's log level set to WARN
-  before the SparkContext starts;
+* under ``spark-submit`` the JVM is already running when Python starts, with
+  Spark's own log profile: pass ``--driver-java-options
+  -Dlog4j2.configurationFile=purgatory/analytics/log4j2.properties`` for the
+  same quiet log (the README's command does);
 * in local mode, the driver bound to 127.0.0.1 (``SPARK_LOCAL_IP``,
   ``spark.driver.host``, ``spark.driver.bindAddress``) and few shuffle
   partitions (twice the cores), since a local run never needs Spark's 200;
@@ -30,11 +32,9 @@ pipeline's own replacement for Spark's progress bars.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -59,29 +59,7 @@ LOOPBACK = "127.0.0.1"
 
 #: log4j2 configuration for the driver JVM: WARN everywhere, a few chatty
 #: loggers lower still. Replaces Spark's default profile (INFO, plus a banner).
-_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.hadoop_native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.hadoop_native.level = error
-logger.parquet.name = org.apache.parquet
-logger.parquet.level = error
-logger.jetty.name = org.sparkproject.jetty
-logger.jetty.level = error
-logger.sparkenv.name = org.apache.spark.SparkEnv
-logger.sparkenv.level = error
-logger.memorystore.name = org.apache.spark.storage.memory.MemoryStore
-logger.memorystore.level = error
-logger.blockmanager.name = org.apache.spark.storage.BlockManager
-logger.blockmanager.level = error
-logger.metastore.name = org.apache.hadoop.hive
-logger.metastore.level = error
-"""
+LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
 
 
 def is_local_master(master: str) -> bool:
@@ -120,17 +98,6 @@ def check_spark_options(master: str | None, driver_memory: str | None) -> None:
         )
 
 
-def _log4j2_file() -> Path:
-    """The log4j2 file, written once per content into the temp directory."""
-    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"purgatory-analytics-log4j2-{digest}.properties"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(_LOG4J2)
-        tmp.replace(path)  # atomic: concurrent starts never read a half-written file
-    return path
-
-
 @contextmanager
 def _stderr_to(log: Path | None) -> Iterator[None]:
     """Point file descriptor 2 at ``log`` while the body runs (the JVM started
@@ -150,19 +117,6 @@ def _stderr_to(log: Path | None) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(fd)
-
-
-def _quiet_running_jvm() -> None:
-    """Under spark-submit the JVM is already up with Spark's default log profile:
-    set its root logger to WARN before the SparkContext logs its ~50 INFO lines."""
-    from pyspark import SparkContext
-
-    SparkContext._ensure_initialized()
-    jvm = SparkContext._jvm
-    if jvm is None:  # pragma: no cover - _ensure_initialized sets it
-        return
-    level = jvm.org.apache.logging.log4j.Level.WARN
-    jvm.org.apache.logging.log4j.core.config.Configurator.setRootLevel(level)
 
 
 def _why_not_started(log: Path | None, exc: BaseException) -> str:
@@ -208,7 +162,12 @@ def build_session(
     submitted = master is None and "PYSPARK_GATEWAY_PORT" in os.environ
     master = master or DEFAULT_MASTER
     local = not submitted and is_local_master(master)
-    if local:
+    workers_python = (conf or {}).get("spark.pyspark.python")
+    if workers_python is not None:
+        # pyspark reads the executors' Python from the environment when the
+        # context starts (spark-submit turns the setting into it; we do it here)
+        os.environ["PYSPARK_PYTHON"] = workers_python
+    elif local:
         # local executors are the driver's threads: they must run this interpreter
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -218,7 +177,7 @@ def build_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_log4j2_file()}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
@@ -241,8 +200,6 @@ def build_session(
         builder = builder.config(key, value)
     try:
         with _stderr_to(jvm_log):
-            if submitted:
-                _quiet_running_jvm()
             spark = builder.getOrCreate()
     except (PySparkException, OSError) as exc:
         raise SparkStartError(
