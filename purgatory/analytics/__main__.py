@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -282,6 +283,21 @@ def _start_spark(args: argparse.Namespace, steps: Progress, jvm_log: Path) -> Sp
             )
     except SparkStartError as exc:
         raise _RuntimeFailure(f"{exc} (Spark's log: {jvm_log})") from None
+    finally:
+        # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
+        # got the same Ctrl-C) is closing, and fails noisily: ours only stops
+        signal.signal(signal.SIGINT, _interrupted)
+
+
+class _Interrupted:
+    """Whether Ctrl-C arrived (a failure after it is the interruption, not a bug)."""
+
+    seen = False
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    _Interrupted.seen = True
+    raise KeyboardInterrupt
 
 
 def _submitted() -> bool:
@@ -445,7 +461,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     handlers = {"report": _report, "sweep": _sweep, "synthetic": _synthetic}
-    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)  # its errors are ours to tell
+    # py4j logs (and logging.exception()s on the root logger) what we tell in one line
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    logging.getLogger().addHandler(logging.NullHandler())
     jvm_log = Path(tempfile.gettempdir()) / f"purgatory-analytics-spark-{os.getpid()}.log"
     status = 1
     try:
@@ -461,6 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         status = _fail("interrupted", 130)
     except Exception as exc:  # noqa: BLE001 - a Spark or I/O failure: one line, not pages
+        if _Interrupted.seen:
+            return _fail("interrupted", 130)
         where = f" (Spark's log: {jvm_log})" if jvm_log.exists() else ""
         status = _fail(f"failed: {_spark_failure(exc)}{where}", 1)
     if status == 0 and jvm_log.exists():

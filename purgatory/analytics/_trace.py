@@ -75,6 +75,9 @@ class RowCheck:
     total: int
     bad: int
     reasons: dict[str, int]  # reason -> rows with that problem, in REASONS order
+    #: the latest created_ms of a valid row (None without valid rows): where the
+    #: trace ends, so the report can tell a partial last time window
+    last_created_ms: int | None = None
 
     @property
     def valid(self) -> int:
@@ -258,8 +261,15 @@ def check_rows(trace: DataFrame) -> tuple[DataFrame, RowCheck]:
     any_bad = reduce(lambda a, b: a | b, reasons.values())
     aggs = [F.count(F.lit(1)).alias("total"), F.sum(any_bad.cast("long")).alias("bad")]
     aggs += [F.sum(col.cast("long")).alias(name) for name, col in reasons.items()]
+    aggs.append(F.max(F.when(~any_bad, F.col("created_ms"))).alias("last_created_ms"))
     row = trace.agg(*aggs).first()
     assert row is not None
     counts = {name: int(row[name] or 0) for name in reasons}
-    check = RowCheck(total=int(row["total"]), bad=int(row["bad"] or 0), reasons=counts)
+    last = row["last_created_ms"]
+    check = RowCheck(
+        total=int(row["total"]),
+        bad=int(row["bad"] or 0),
+        reasons=counts,
+        last_created_ms=None if last is None else int(last),
+    )
     return trace.where(~any_bad), check

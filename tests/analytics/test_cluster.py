@@ -43,7 +43,7 @@ import purgatory
 from purgatory.analytics import expand_grid, run_sweep
 from tests.cli_kit import ROOT, run_cli
 
-from .conftest import ACCURACY, WINDOW_MS, Report
+from .conftest import REPORT_OPTIONS, Report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +77,7 @@ def where(config):
     }
 """
 
-_PYSPARK = Path(__import__("pyspark").__file__).parent
+_PYSPARK = Path(str(__import__("pyspark").__file__)).parent
 
 
 def _free_port() -> int:
@@ -109,7 +109,7 @@ def _python_without_project(work: Path) -> Path:
     libs = work / "pyspark-only"
     libs.mkdir()
     for name in ("pyspark", "py4j"):
-        (libs / name).symlink_to(Path(__import__(name).__file__).parent)
+        (libs / name).symlink_to(Path(str(__import__(name).__file__)).parent)
     wrapper = work / "python-without-purgatory"
     wrapper.write_text(
         "#!/bin/sh\n"
@@ -119,70 +119,58 @@ def _python_without_project(work: Path) -> Path:
     return wrapper
 
 
+def _start(
+    daemon: str, args: list[str], log: Path, ready: str, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start a Spark daemon with spark-class (which execs java: the pid is the JVM's)
+    and wait for ``ready`` in its log."""
+    spark_class = str(_PYSPARK / "bin" / "spark-class")
+    common = ["--host", "127.0.0.1", "--webui-port", str(_free_port())]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [spark_class, f"org.apache.spark.deploy.{daemon}", *common, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        _wait_for(log, ready, proc, 90)
+    except BaseException:
+        _stop(proc)
+        raise
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """``(master URL, executors' Python)``; the master and worker stopped by pid after."""
     work = tmp_path_factory.mktemp("cluster")
-    spark_class = str(_PYSPARK / "bin" / "spark-class")
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
     env = _daemon_env(work)
-    procs: list[subprocess.Popen[bytes]] = []
+    master = _start(
+        "master.Master", ["--port", str(port)], work / "master.log", "elected leader", env
+    )
     try:
-        master_log = work / "master.log"
-        with master_log.open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.master.Master",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--webui-port",
-                        str(_free_port()),
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
-            )
-        _wait_for(master_log, "I have been elected leader", procs[0], 90)
-        worker_log = work / "worker.log"
-        with worker_log.open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        url,
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "1",
-                        "--memory",
-                        "1g",
-                        "--webui-port",
-                        str(_free_port()),
-                        "--work-dir",
-                        str(work / "w"),
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
-            )
-        _wait_for(worker_log, "Successfully registered with master", procs[1], 90)
-        yield url, _python_without_project(work)
+        worker_args = [url, "--cores", "1", "--memory", "1g", "--work-dir", str(work / "w")]
+        worker = _start(
+            "worker.Worker", worker_args, work / "worker.log", "registered with master", env
+        )
+        try:
+            yield url, _python_without_project(work)
+        finally:
+            _stop(worker)
     finally:
-        for proc in reversed(procs):  # spark-class execs java: the pid is the JVM's
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(master)
 
 
 def _tables(folder: Path) -> dict[str, pd.DataFrame]:
@@ -238,12 +226,7 @@ def test_report_under_spark_submit_equals_local_mode(
         str(trace_dir),
         "--out",
         str(out),
-        "--window-ms",
-        str(WINDOW_MS),
-        "--accuracy",
-        str(ACCURACY),
-        "--top-keys",
-        "5",
+        *REPORT_OPTIONS,
     ]
     done = subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False
