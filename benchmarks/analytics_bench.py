@@ -22,11 +22,9 @@ four minutes on a 2-core machine for 10 million rows.
 
 ``--small TRACE [--before ROOT] [--repeat N]``: the report as a user runs it on a
 small trace (the main job's ~30k rows), wall time including the JVM's start:
-``python -m purgatory.analytics report TRACE`` in a child process, and its CPU
-time (the child and its JVM, from ``RUSAGE_CHILDREN``: less sensitive to a
-busy machine than wall time). With ``--before ROOT``, the same command from
-another checkout (its ``.venv``) runs alternately with this one, N times each,
-so both see the same machine load.
+``python -m purgatory.analytics report TRACE`` in a child process. With
+``--before ROOT``, the same command from another checkout (its ``.venv``) runs
+alternately with this one, N times each, so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -152,9 +150,8 @@ def _child(args: list[str]) -> dict[str, Any]:
     return result
 
 
-def _timed_report(python: str, root: Path, trace: Path, out: Path) -> tuple[float, float]:
-    """Wall and CPU seconds (child + its JVM) of one CLI report."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def _timed_report(python: str, root: Path, trace: Path, out: Path) -> float:
+    """Wall seconds of one CLI report."""
     start = time.perf_counter()
     subprocess.run(
         [python, "-m", "purgatory.analytics", "report", str(trace), "--out", str(out), "--quiet"],
@@ -163,10 +160,7 @@ def _timed_report(python: str, root: Path, trace: Path, out: Path) -> tuple[floa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return time.perf_counter() - start
 
 
 def small(trace: Path, before: Path | None, repeat: int) -> None:
@@ -177,26 +171,22 @@ def small(trace: Path, before: Path | None, repeat: int) -> None:
     sides = [("this checkout", sys.executable, here)]
     if before is not None:
         sides.insert(0, ("before", str(before / ".venv" / "bin" / "python"), before))
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in sides}
+    results: dict[str, list[float]] = {name: [] for name, _, _ in sides}
     with tempfile.TemporaryDirectory(prefix="purgatory-bench-small-") as tmp:
         for i in range(repeat):
             for name, python, root in sides:
                 out = Path(tmp) / f"{name.replace(' ', '-')}-{i}"
                 results[name].append(_timed_report(python, root, trace, out))
-                print(f"{name} run {i + 1}: {results[name][-1][0]:.1f} s wall", file=sys.stderr)
+                print(f"{name} run {i + 1}: {results[name][-1]:.1f} s wall", file=sys.stderr)
     rows = sum(pq.read_metadata(f).num_rows for f in ([trace] if trace.is_file() else []))
     print(f"machine: {os.cpu_count()} cores, {cpu_model()}, load {os.getloadavg()[0]:.1f}")
     print(f"trace: {trace} ({rows:,} rows), local[*], {repeat} runs each, alternating")
     print()
-    print("| checkout | wall s, median (min-max) | CPU s, median |")
-    print("|---|---:|---:|")
+    print("| checkout | wall s, median (min-max) |")
+    print("|---|---:|")
     for name, runs in results.items():
-        walls = sorted(w for w, _ in runs)
-        cpus = sorted(c for _, c in runs)
-        print(
-            f"| {name} | {walls[len(walls) // 2]:.1f} ({walls[0]:.1f}-{walls[-1]:.1f}) | "
-            f"{cpus[len(cpus) // 2]:.1f} |"
-        )
+        walls = sorted(runs)
+        print(f"| {name} | {walls[len(walls) // 2]:.1f} ({walls[0]:.1f}-{walls[-1]:.1f}) |")
 
 
 def main() -> None:

@@ -267,7 +267,13 @@ def _conf(items: Sequence[str]) -> dict[str, str]:
     return conf
 
 
-def _start_spark(args: argparse.Namespace, steps: Progress, jvm_log: Path) -> SparkSession:
+#: local inputs up to this size count as small (see build_session's small_input)
+SMALL_INPUT_BYTES = 64 * 2**20
+
+
+def _start_spark(
+    args: argparse.Namespace, steps: Progress, jvm_log: Path, small_input: bool = False
+) -> SparkSession:
     """Start Spark as the first stage; its log goes to ``jvm_log``."""
     from purgatory.analytics._session import SparkStartError, build_session
 
@@ -280,6 +286,7 @@ def _start_spark(args: argparse.Namespace, steps: Progress, jvm_log: Path) -> Sp
                 driver_memory=args.driver_memory,
                 conf=_conf(args.conf),
                 jvm_log=jvm_log,
+                small_input=small_input,
             )
     except SparkStartError as exc:
         raise _RuntimeFailure(f"{exc} (Spark's log: {jvm_log})") from None
@@ -337,7 +344,8 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
     from purgatory.analytics.report import build_report
 
     steps = Progress("report", 10, enabled=not args.quiet)
-    spark = _start_spark(args, steps, jvm_log)
+    small = _local_bytes(args.traces) <= SMALL_INPUT_BYTES
+    spark = _start_spark(args, steps, jvm_log, small_input=small)
     try:
         result = build_report(
             spark,
@@ -364,6 +372,15 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
         f" ({result.elapsed_s:.1f} s)"
     )
     return 0
+
+
+def _local_bytes(traces: Sequence[str]) -> float:
+    """Bytes of the local trace files; infinite when a URL is among them."""
+    from purgatory.analytics._trace import trace_files
+
+    if any("://" in t and not t.startswith("file:") for t in traces):
+        return float("inf")
+    return float(sum(f.stat().st_size for t in traces for f in trace_files(Path(t))))
 
 
 def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:

@@ -138,6 +138,7 @@ def build_session(
     driver_memory: str | None = None,
     conf: Mapping[str, str] | None = None,
     jvm_log: Path | None = None,
+    small_input: bool = False,
 ) -> SparkSession:
     """Start a quiet SparkSession, or return the active one as it is.
 
@@ -146,10 +147,13 @@ def build_session(
     coalescing) on a cluster. ``conf`` adds or overrides any Spark setting
     (``spark.pyspark.python`` names the executors' Python on a cluster).
     ``jvm_log``, when given, receives the JVM's stderr (its log) instead of the
-    terminal. An active session is returned unchanged when ``master`` is None
-    or its own. Raises :class:`SparkStartError` with the JVM's reason when
-    Spark does not start. Starting the JVM takes a few seconds; reusing a
-    running session is free.
+    terminal. ``small_input`` (a local run over little data, which the caller
+    knows from the files' sizes) starts the JVM with its quick compiler only
+    (``-XX:TieredStopAtLevel=1``): a short run is mostly JVM warm-up, which
+    this shortens, while long runs want the optimising compiler. An active
+    session is returned unchanged when ``master`` is None or its own. Raises
+    :class:`SparkStartError` with the JVM's reason when Spark does not start.
+    Starting the JVM takes a few seconds; reusing a running session is free.
     """
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
@@ -177,7 +181,8 @@ def build_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"
+        + (" -XX:TieredStopAtLevel=1" if small_input and local else ""),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }

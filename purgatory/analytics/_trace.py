@@ -40,6 +40,7 @@ __all__ = [
     "check_rows",
     "read_trace",
     "spark_schema",
+    "trace_files",
 ]
 
 #: the trace's arrow type names as Spark shows them (``DataType.simpleString``)
@@ -89,7 +90,7 @@ def _has_scheme(path: str) -> bool:
     return bool(sep) and head.isalpha()
 
 
-def _trace_files(path: Path) -> list[Path]:
+def trace_files(path: Path) -> list[Path]:
     """The files Spark would read under a local path: the path itself, or the
     folder's files whose names (and folders) do not start with ``_`` or ``.``."""
     if not path.is_dir():
@@ -119,7 +120,7 @@ def check_local_trace(paths: Sequence[str | Path]) -> list[str]:
         if not path.exists():
             problems.append(f"trace not found: {name}")
             continue
-        files = _trace_files(path)
+        files = trace_files(path)
         if not files:
             problems.append(f"no trace files in {name} (an empty folder)")
             continue
