@@ -11,9 +11,11 @@
 3. to 8. each figure of :mod:`.figures` (per kind, per partition, time windows,
    error codes, latency and lateness histograms; the Spark code is
    :mod:`._spark_figures`) computed from the cached valid rows and written as
-   Parquet under ``OUT/tables/<figure>/``; the six figures run as concurrent
+   Parquet under ``OUT/tables/<figure>/``; up to
+   :data:`CONCURRENT_FIGURES_MAX_ROWS` rows the six figures run as concurrent
    Spark jobs (one driver thread each), so small traces do not wait on six
-   rounds of job latency and large ones keep every core busy. Each figure is
+   rounds of job latency; larger traces run them one after another (each job
+   already keeps every core busy, and holds its aggregation buffers alone). Each figure is
    one job; its small result is kept in memory, so reading it back for the
    page costs no pass over the data;
 9. render ``OUT/report.html`` (written by the driver: see :mod:`._out`).
@@ -65,6 +67,8 @@ DEFAULT_TOP_KEYS = 20
 MAX_CHART_ROWS = 20_000
 
 _STAGES = 9
+#: up to this many rows the figure jobs run concurrently
+CONCURRENT_FIGURES_MAX_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,10 @@ def build_report(
                 finally:
                     frame.unpersist()
 
-        with ThreadPoolExecutor(max_workers=len(figures)) as pool:
+        # small traces: all figures at once (job latency dominates); large ones one
+        # after another (each job already uses every core; fewer buffers at once)
+        threads = len(figures) if rows.total <= CONCURRENT_FIGURES_MAX_ROWS else 1
+        with ThreadPoolExecutor(max_workers=threads) as pool:
             futures = {name: pool.submit(figure, name, label, f) for name, label, f in figures}
             collected = {name: future.result() for name, future in futures.items()}
     finally:
