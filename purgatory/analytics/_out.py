@@ -52,7 +52,7 @@ class Output:
         self.text = os.fspath(text)
         #: the local folder, or None for a URL of another filesystem
         self.local: Path | None = _local_path(self.text)
-        self._created = False
+        self._created: Path | None = None
 
     def check(self, *, must_be_empty: bool = False) -> None:
         """Refuse a local folder that cannot receive output (ValueError, O(1)).
@@ -80,16 +80,22 @@ class Output:
             raise ValueError(f"--out {self.text}: cannot create it in {parent} (not writable)")
 
     def create(self) -> None:
-        """Create the local folder (remembering whether it is new)."""
-        if self.local is not None and not self.local.exists():
-            self.local.mkdir(parents=True)
-            self._created = True
+        """Create the local folder and any missing parents (remembering the
+        topmost one this run created)."""
+        if self.local is None or self.local.exists():
+            return
+        top = self.local
+        while not top.parent.exists():
+            top = top.parent
+        self.local.mkdir(parents=True)
+        self._created = top
 
     def discard(self) -> None:
-        """After a failure: remove the folder if this run created it."""
-        if self.local is not None and self._created:
-            shutil.rmtree(self.local, ignore_errors=True)
-            self._created = False
+        """After a failure: remove what this run created (the folder, and the
+        parents it had to create), nothing that was there before."""
+        if self._created is not None:
+            shutil.rmtree(self._created, ignore_errors=True)
+            self._created = None
 
     def url(self, name: str) -> str:
         """``OUT/name`` as Spark's writer and reader take it."""
