@@ -19,6 +19,12 @@ Usage::
 
 Each side runs in a fresh process so peak memory is its own. Bounded: about
 four minutes on a 2-core machine for 10 million rows.
+
+``--small TRACE [--before ROOT] [--repeat N]``: the report as a user runs it on a
+small trace (the main job's ~30k rows), wall time including the JVM's start:
+``python -m purgatory.analytics report TRACE`` in a child process. With
+``--before ROOT``, the same command from another checkout (its ``.venv``) runs
+alternately with this one, N times each, so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -144,6 +150,45 @@ def _child(args: list[str]) -> dict[str, Any]:
     return result
 
 
+def _timed_report(python: str, root: Path, trace: Path, out: Path) -> float:
+    """Wall seconds of one CLI report."""
+    start = time.perf_counter()
+    subprocess.run(
+        [python, "-m", "purgatory.analytics", "report", str(trace), "--out", str(out), "--quiet"],
+        cwd=root,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - start
+
+
+def small(trace: Path, before: Path | None, repeat: int) -> None:
+    """The small-trace report, alternating with ``before`` when given."""
+    import pyarrow.parquet as pq
+
+    here = Path(__file__).resolve().parents[1]
+    sides = [("this checkout", sys.executable, here)]
+    if before is not None:
+        sides.insert(0, ("before", str(before / ".venv" / "bin" / "python"), before))
+    results: dict[str, list[float]] = {name: [] for name, _, _ in sides}
+    with tempfile.TemporaryDirectory(prefix="purgatory-bench-small-") as tmp:
+        for i in range(repeat):
+            for name, python, root in sides:
+                out = Path(tmp) / f"{name.replace(' ', '-')}-{i}"
+                results[name].append(_timed_report(python, root, trace, out))
+                print(f"{name} run {i + 1}: {results[name][-1]:.1f} s wall", file=sys.stderr)
+    rows = sum(pq.read_metadata(f).num_rows for f in ([trace] if trace.is_file() else []))
+    print(f"machine: {os.cpu_count()} cores, {cpu_model()}, load {os.getloadavg()[0]:.1f}")
+    print(f"trace: {trace} ({rows:,} rows), local[*], {repeat} runs each, alternating")
+    print()
+    print("| checkout | wall s, median (min-max) |")
+    print("|---|---:|")
+    for name, runs in results.items():
+        walls = sorted(runs)
+        print(f"| {name} | {walls[len(walls) // 2]:.1f} ({walls[0]:.1f}-{walls[-1]:.1f}) |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="operations in the trace")
@@ -156,9 +201,19 @@ def main() -> None:
         action="store_false",
         help="re-read the trace for each figure instead of caching it in Spark",
     )
+    parser.add_argument(
+        "--small", type=Path, default=None, metavar="TRACE", help="time the CLI on this trace"
+    )
+    parser.add_argument(
+        "--before", type=Path, default=None, metavar="ROOT", help="with --small: compare"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="with --small: runs (default 3)")
     parser.add_argument("--child", choices=["spark", "pandas"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.small is not None:
+        small(args.small, args.before, args.repeat)
+        return
     trace = args.trace or Path(tempfile.gettempdir()) / f"purgatory-bench-trace-{args.rows}"
 
     if args.child == "spark":

@@ -10,6 +10,12 @@ Two jobs, both in local mode by default and unchanged on a cluster:
 * sweeps (:func:`run_sweep`): a grid of timer configurations, one Spark task
   each, ranked by CPU per operation and expiry lateness.
 
+On a cluster the pipeline ships its own code to the executors (:mod:`._ship`:
+a zip of the ``purgatory`` package and the sweep task's module, added with
+``addPyFile``), so workers need only Python and PySpark (plus a sweep task's
+own dependencies), and never the driver's interpreter path; ``--out`` may be
+any URL Spark writes to (:mod:`._out`).
+
 The core package never imports this one. Importing it is cheap: pyspark,
 pandas, pyarrow and numpy (and the broker's error table) are imported inside
 the functions that need them, when a session or a job runs (a test checks it).

@@ -10,15 +10,34 @@ configurations).
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._session import DEFAULT_MASTER
-from ._spark_figures import DEFAULT_ACCURACY
-from .figures import DEFAULT_WINDOW_MS
+from purgatory.analytics._session import DEFAULT_MASTER, Progress
+from purgatory.analytics._spark_figures import DEFAULT_ACCURACY
+from purgatory.analytics.figures import DEFAULT_WINDOW_MS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["main"]
+
+_EPILOG_MAIN = """\
+commands:
+  report     analyse traces into Parquet tables and an HTML report (report --help)
+  sweep      run a grid of timer configurations as Spark tasks (sweep --help)
+  synthetic  write a synthetic trace to try the report on (synthetic --help)
+exit status: 0 done; 2 bad input (one line on stderr, nothing written);
+1 failed at run time (Spark did not start, a job or a configuration failed);
+130 interrupted. Spark's own log goes to a temporary file, named when a run fails.
+on a cluster (--master spark://HOST:PORT, or under spark-submit) the pipeline
+ships its own code to the executors; choose their Python with
+--conf spark.pyspark.python=PATH (default: the workers' python3).
+"""
 
 _EPILOG_REPORT = """\
 output:
@@ -55,7 +74,11 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m purgatory.analytics",
-        description="The purgatory data pipeline on Apache Spark: trace reports and sweeps.",
+        description="The purgatory data pipeline on Apache Spark: trace reports and sweeps. "
+        "Each command's options, with their defaults: python -m purgatory.analytics "
+        "COMMAND --help.",
+        epilog=_EPILOG_MAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -64,17 +87,27 @@ def _parser() -> argparse.ArgumentParser:
             "--master",
             default=None,
             metavar="URL",
-            help=f"Spark master: {DEFAULT_MASTER} (default, every local core), local[N], "
-            "spark://host:7077, yarn, ... Under spark-submit, omit it: the submitted one is used.",
+            help=f"Spark master: local[N], spark://host:7077, yarn, k8s://URL (default "
+            f"{DEFAULT_MASTER}, every local core; under spark-submit, the submitted one)",
         )
         sub.add_argument(
             "--driver-memory",
             default=None,
             metavar="SIZE",
-            help="Spark driver memory, e.g. 2g (local mode runs everything in the driver); "
-            "default: Spark's 1g",
+            help="Spark driver memory, e.g. 2g (local mode runs everything in the driver; "
+            "default: Spark's 1g)",
         )
-        sub.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+        sub.add_argument(
+            "--conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="any Spark setting, repeatable, e.g. spark.pyspark.python=/usr/bin/python3 "
+            "(the executors' Python on a cluster) or spark.executor.memory=2g (default: none)",
+        )
+        sub.add_argument(
+            "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
+        )
 
     report = commands.add_parser(
         "report",
@@ -87,7 +120,12 @@ def _parser() -> argparse.ArgumentParser:
         "traces", nargs="+", metavar="TRACE", help="Parquet trace files or folders of them"
     )
     report.add_argument(
-        "--out", required=True, type=Path, metavar="DIR", help="output directory (created)"
+        "--out",
+        required=True,
+        metavar="DIR|URL",
+        help="output folder (created; required): a local path or file: URL, or any URL "
+        "Spark writes to (hdfs://, s3a://); tables are written by Spark, report.html by "
+        "the driver (through Hadoop's FileSystem for a URL)",
     )
     report.add_argument(
         "--window-ms",
@@ -115,8 +153,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-cache",
         dest="cache",
         action="store_false",
-        help="re-read the Parquet for each figure instead of caching the valid rows "
-        "(memory, spilling to disk) across the figure jobs",
+        help="re-read the Parquet for each figure instead of caching the rows "
+        "(memory, spilling to disk) across the figure jobs (default: cache)",
     )
     spark_options(report)
 
@@ -139,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="NAME=V",
-        help="fixed settings for every configuration (e.g. mix=high rate_per_s=5000)",
+        help="fixed settings for every configuration, e.g. mix=high rate_per_s=5000 "
+        "(default: none, the task's own defaults)",
     )
     sweep.add_argument(
         "--task",
@@ -149,7 +188,11 @@ def _parser() -> argparse.ArgumentParser:
         "(default: purgatory.analytics.workload:run_workload)",
     )
     sweep.add_argument(
-        "--out", required=True, type=Path, metavar="DIR", help="output directory (created)"
+        "--out",
+        required=True,
+        metavar="DIR|URL",
+        help="output folder (created; required): a local path, or a URL written through "
+        "Hadoop's FileSystem (hdfs://, s3a://)",
     )
     spark_options(sweep)
 
@@ -158,7 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         help="write a synthetic trace (made-up data) to try the report on",
         description="Write a SYNTHETIC trace: random operations with the trace schema.",
     )
-    synthetic.add_argument("out", type=Path, metavar="DIR", help="folder for the Parquet files")
+    synthetic.add_argument(
+        "out",
+        metavar="DIR",
+        help="folder for the Parquet files: new or empty (a folder holding files is "
+        "refused, so old part files never mix with new ones)",
+    )
     synthetic.add_argument(
         "--rows", type=_positive_int, default=100_000, help="operations (default 100000)"
     )
@@ -173,29 +221,152 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(args: argparse.Namespace) -> int:
-    from ._session import build_session
-    from ._trace import TraceSchemaError
-    from .report import build_report
+#: a missing module -> the extra that installs it
+_EXTRAS = {
+    "pyspark": "spark",
+    "py4j": "spark",
+    "pandas": "spark",
+    "pyarrow": "spark",
+    "numpy": "spark",
+    "kafka": "kafka",
+    "crc32c": "sim",
+    "uvloop": "uvloop",
+}
 
+
+class _UsageError(Exception):
+    """Bad input: exit 2 with the message."""
+
+
+class _RuntimeFailure(Exception):
+    """The work failed: exit 1 with the message."""
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> str:
+    top = (exc.name or "").partition(".")[0]
+    extra = _EXTRAS.get(top)
+    if extra is None:
+        return f"missing module {exc.name!r}: {exc}"
+    return f"missing module {top!r}: install aio-purgatory[{extra}]"
+
+
+def _need_spark() -> None:
+    """Import the spark extra's packages now, to name a missing one before any work."""
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+
+
+def _conf(items: Sequence[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _UsageError(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+#: local inputs up to this size count as small (see build_session's small_input)
+SMALL_INPUT_BYTES = 64 * 2**20
+
+
+def _start_spark(
+    args: argparse.Namespace, steps: Progress, jvm_log: Path, small_input: bool = False
+) -> SparkSession:
+    """Start Spark as the first stage; its log goes to ``jvm_log``."""
+    from purgatory.analytics._session import SparkStartError, build_session
+
+    where = args.master or ("spark-submit's master" if _submitted() else DEFAULT_MASTER)
+    steps.announce(f"starting Spark ({where}) ...")
     try:
-        spark = build_session(args.master, driver_memory=args.driver_memory)
+        with steps.stage("Spark started"):
+            return build_session(
+                args.master,
+                driver_memory=args.driver_memory,
+                conf=_conf(args.conf),
+                jvm_log=jvm_log,
+                small_input=small_input,
+            )
+    except SparkStartError as exc:
+        raise _RuntimeFailure(f"{exc} (Spark's log: {jvm_log})") from None
+    finally:
+        # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
+        # got the same Ctrl-C) is closing, and fails noisily: ours only stops
+        signal.signal(signal.SIGINT, _interrupted)
+
+
+class _Interrupted:
+    """Whether Ctrl-C arrived (a failure after it is the interruption, not a bug)."""
+
+    seen = False
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    _Interrupted.seen = True
+    raise KeyboardInterrupt
+
+
+def _submitted() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _spark_failure(exc: BaseException) -> str:
+    """One line for a failed Spark job: the Python or Java exception behind it."""
+    import re
+
+    text = str(exc)
+    python_lines = re.findall(r"^\s*([A-Za-z_.]*(?:Error|Exception): .+)$", text, re.MULTILINE)
+    meaningful = [
+        line.strip()
+        for line in python_lines
+        if not line.strip().startswith(("py4j.", "org.apache.spark.SparkException: Job aborted"))
+    ]
+    if meaningful:
+        return str(meaningful[-1] if "Traceback" in text else meaningful[0])
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _report(args: argparse.Namespace, jvm_log: Path) -> int:
+    from purgatory.analytics._out import Output
+    from purgatory.analytics._session import check_spark_options
+    from purgatory.analytics._trace import TraceSchemaError, check_local_trace
+
+    out = Output(args.out)
+    check_spark_options(args.master, args.driver_memory)
+    out.check()
+    _conf(args.conf)
+    problems = check_local_trace(args.traces)
+    if problems:
+        raise _UsageError("; ".join(problems))
+    _need_spark()
+    from purgatory.analytics.report import build_report
+
+    steps = Progress("report", 10, enabled=not args.quiet)
+    small = _local_bytes(args.traces) <= SMALL_INPUT_BYTES
+    spark = _start_spark(args, steps, jvm_log, small_input=small)
+    try:
         result = build_report(
             spark,
             args.traces,
-            args.out,
+            out,
             window_ms=args.window_ms,
             accuracy=args.accuracy,
             top_keys=args.top_keys,
             cache=args.cache,
             progress=not args.quiet,
+            first_stage=1,
         )
-    except (TraceSchemaError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except TraceSchemaError as exc:
+        out.discard()
+        raise _UsageError(str(exc)) from None
+    except BaseException:
+        out.discard()
+        raise
     rows = result.rows
     print(f"report: {result.html}")
-    print(f"tables: {result.html.parent / 'tables'}")
+    print(f"tables: {out.url('tables')}")
     print(
         f"{rows.total:,} operations, {rows.valid:,} valid, {rows.bad:,} excluded as impossible"
         f" ({result.elapsed_s:.1f} s)"
@@ -203,10 +374,31 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    from ._session import build_session
-    from .sweep import expand_grid, parse_assignments, run_sweep
+def _local_bytes(traces: Sequence[str]) -> float:
+    """Bytes of the local trace files; infinite when a URL is among them."""
+    from purgatory.analytics._trace import trace_files
 
+    if any("://" in t and not t.startswith("file:") for t in traces):
+        return float("inf")
+    return float(sum(f.stat().st_size for t in traces for f in trace_files(Path(t))))
+
+
+def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:
+    from purgatory.analytics._out import Output
+    from purgatory.analytics._session import check_spark_options
+    from purgatory.analytics._ship import ship
+    from purgatory.analytics.sweep import (
+        check_settings,
+        expand_grid,
+        parse_assignments,
+        resolve_task,
+        run_sweep,
+    )
+
+    out = Output(args.out)
+    check_spark_options(args.master, args.driver_memory)
+    out.check()
+    _conf(args.conf)
     try:
         grid = parse_assignments(args.grid)
         fixed = {k: v[0] for k, v in parse_assignments(args.set).items()}
@@ -214,35 +406,114 @@ def _sweep(args: argparse.Namespace) -> int:
         if overlap:
             raise ValueError(f"set both in --grid and --set: {', '.join(overlap)}")
         configs = expand_grid(grid, fixed)
-        spark = build_session(args.master, driver_memory=args.driver_memory)
-        result = run_sweep(spark, configs, args.out, task=args.task, progress=not args.quiet)
+        check_settings(resolve_task(args.task), [*grid, *fixed], args.task)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise _UsageError(str(exc)) from None
+    _need_spark()
+    steps = Progress("sweep", 3, enabled=not args.quiet)
+    spark = _start_spark(args, steps, jvm_log)
+    try:
+        ship(spark.sparkContext, args.task.partition(":")[0] if ":" in args.task else None)
+        result = run_sweep(
+            spark,
+            configs,
+            out,
+            task=args.task,
+            progress=not args.quiet,
+            first_stage=1,
+            swept=list(grid),
+        )
+    except BaseException:
+        out.discard()
+        raise
     print(f"sweep: {result.html}")
     print(f"table: {result.parquet}")
     if result.failed:
-        print(f"{result.failed} of {len(configs)} configurations failed", file=sys.stderr)
-        return 1
+        raise _RuntimeFailure(
+            f"{result.failed} of {len(configs)} configurations failed: "
+            + "; ".join(
+                f"{reason} ({count} configuration{'s' if count > 1 else ''})"
+                for reason, count in result.failures.items()
+            )
+        )
     return 0
 
 
-def _synthetic(args: argparse.Namespace) -> int:
-    from .synthetic import write_synthetic_trace
+def _synthetic(args: argparse.Namespace, jvm_log: Path) -> int:
+    from purgatory.analytics._out import Output
 
-    files = write_synthetic_trace(
-        args.out, args.rows, seed=args.seed, rows_per_file=args.rows_per_file
-    )
+    out = Output(args.out)
+    if out.local is None:
+        raise _UsageError(f"synthetic writes a local folder, not {args.out}")
+    out.check(must_be_empty=True)
+    try:
+        import numpy  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise _UsageError(_missing_extra(exc)) from None
+    from purgatory.analytics.synthetic import write_synthetic_trace
+
+    out.create()
+    try:
+        files = write_synthetic_trace(
+            out.local, args.rows, seed=args.seed, rows_per_file=args.rows_per_file
+        )
+    except BaseException:
+        out.discard()
+        raise
     print(f"synthetic trace: {args.out} ({len(files)} files, {args.rows:,} operations)")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Bad input: one line on stderr, status 2, nothing written. A failure at run
+    time (Spark did not start, a job failed, sweep configurations failed): one
+    line, status 1. Ctrl-C: ``interrupted``, status 130, no traceback. Spark's
+    own log goes to a file named in those lines (kept only when something failed).
+    """
+    import logging
+    import tempfile
+
     args = _parser().parse_args(argv)
     handlers = {"report": _report, "sweep": _sweep, "synthetic": _synthetic}
-    return handlers[args.command](args)
+    # py4j logs (and logging.exception()s on the root logger) what we tell in one line
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    logging.getLogger().addHandler(logging.NullHandler())
+    jvm_log = Path(tempfile.gettempdir()) / f"purgatory-analytics-spark-{os.getpid()}.log"
+    status = 1
+    try:
+        status = handlers[args.command](args, jvm_log)
+    except _UsageError as exc:
+        status = _fail(str(exc), 2)
+    except ValueError as exc:
+        status = _fail(str(exc), 2)
+    except ModuleNotFoundError as exc:
+        status = _fail(_missing_extra(exc), 2)
+    except _RuntimeFailure as exc:
+        status = _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        status = _fail("interrupted", 130)
+    except Exception as exc:  # noqa: BLE001 - a Spark or I/O failure: one line, not pages
+        if _Interrupted.seen:
+            return _fail("interrupted", 130)
+        where = f" (Spark's log: {jvm_log})" if jvm_log.exists() else ""
+        status = _fail(f"failed: {_spark_failure(exc)}{where}", 1)
+    if status == 0 and jvm_log.exists():
+        jvm_log.unlink()
+    return status
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # spark-submit runs this file as a script (no package): absolute imports only
+    _status = main()
+    if _status == 130:  # Ctrl-C: skip the exit handlers that talk to a dying JVM
+        sys.stdout.flush()
+        os._exit(_status)
+    sys.exit(_status)

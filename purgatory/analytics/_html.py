@@ -35,7 +35,7 @@ th { background: #f5f5f5; text-align: left; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.best td { background: #eef7ee; font-weight: 600; }
 .charts { display: flex; flex-wrap: wrap; gap: 1rem; } .bad { color: #b00020; font-weight: 600; }
-.ok { color: #1b7a1b; } .wide { overflow-x: auto; }
+.ok { color: #1b7a1b; } .wide { overflow-x: auto; max-width: 100%; }
 code { background: #f3f3f3; padding: 0 .2rem; }
 """
 
@@ -187,7 +187,9 @@ def _histograms(frame: pd.DataFrame, what: str, x_label: str) -> str:
     return f'<div class="charts">{"".join(charts)}</div>'
 
 
-def _over_time(frame: pd.DataFrame, value: str, title: str, y_label: str) -> str:
+def _over_time(
+    frame: pd.DataFrame, value: str, title: str, y_label: str, *, markers: bool = False
+) -> str:
     import pandas as pd
 
     if frame.empty:
@@ -210,7 +212,27 @@ def _over_time(frame: pd.DataFrame, value: str, title: str, y_label: str) -> str
         y_label=y_label,
         width=1040,
         height=260,
+        markers=markers,
     )
+
+
+def _without_partial_last_window(data: TraceReportData) -> tuple[pd.DataFrame, str]:
+    """The windows to chart and a note: the last window is left out when the
+    trace ends before it does (it would look like a collapse)."""
+    frame = data.windows
+    last = data.rows.last_created_ms
+    if frame.empty or last is None:
+        return frame, ""
+    start = int(frame["window_start_ms"].max())
+    end = int(frame["window_end_ms"].max())
+    covered = last + 1 - start
+    if covered >= end - start:
+        return frame, ""
+    note = (
+        f"The last window (from {start:,} ms) is partial: the trace ends {covered:,} ms into "
+        f"it, so it is not charted (the Parquet table has it)."
+    )
+    return frame[frame["window_start_ms"] < start], note
 
 
 def render_trace_report(data: TraceReportData) -> str:
@@ -245,15 +267,24 @@ def render_trace_report(data: TraceReportData) -> str:
         sections.append(
             '<p class="note">Only the first windows are charted; the Parquet table has all.</p>'
         )
-    sections.append(_over_time(data.windows, "expired", "Expired operations per window", "expired"))
-    sections.append(_over_time(data.windows, "operations", "Operations per window", "operations"))
+    windows, partial_note = _without_partial_last_window(data)
+    if partial_note:
+        sections.append(f'<p class="note">{partial_note}</p>')
+    sections.append(_over_time(windows, "expired", "Expired operations per window", "expired"))
+    sections.append(_over_time(windows, "operations", "Operations per window", "operations"))
 
     sections.append("<h2>Expiry lateness</h2>")
     sections.append(
         _histograms(data.lateness_histogram, "lateness", "lateness bucket, lower edge (ms)")
     )
     sections.append(
-        _over_time(data.windows, "lateness_max_ms", "Maximum lateness per window", "ms")
+        _over_time(
+            windows,
+            "lateness_max_ms",
+            "Maximum lateness per window (a dot per window with expiries)",
+            "ms",
+            markers=True,
+        )
     )
 
     sections.append(f"<h2>Busiest keys (top {len(data.busiest)})</h2>")
@@ -289,7 +320,7 @@ def render_trace_report(data: TraceReportData) -> str:
         "<h2>About these figures</h2>"
         f'<p class="note">Percentiles are Spark\'s <code>percentile_approx</code> with accuracy '
         f"{data.accuracy:,}: the value reported is a value of the data whose rank is within "
-        f"n / {data.accuracy:,} of the exact rank (n = operations in the group). "
+        f"ceil(n / {data.accuracy:,}) ranks of the exact one (n = operations in the group). "
         "Counts and bytes are exact.</p>"
         f'<p class="note">Every figure is also written as Parquet:</p><ul>{listing}</ul>'
     )

@@ -151,8 +151,10 @@ def line_chart(
     y_label: str,
     width: int = 640,
     height: int = 240,
+    markers: bool = False,
 ) -> str:
-    """Lines over a shared numeric x axis; ``None`` values break a line. O(points)."""
+    """Lines over a shared numeric x axis; ``None`` values break a line; ``markers``
+    draws a dot on every point (for series with many gaps). O(points)."""
     parts = _frame(title, width, height)
     values = [v for s in series.values() for v in s if v is not None]
     if not xs or not values:
@@ -186,10 +188,10 @@ def line_chart(
             else:
                 runs[-1].append(f"{x_of(x):.1f},{y_of(y):.1f}")
         for run in runs:
-            if len(run) == 1:
-                cx, cy = run[0].split(",")
-                parts.append(f'<circle cx="{cx}" cy="{cy}" r="2" fill="{colour}"/>')
-            elif run:
+            for point in run if markers or len(run) == 1 else ():
+                cx, cy = point.split(",")
+                parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
+            if len(run) > 1:
                 parts.append(
                     f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
                     f'points="{" ".join(run)}"><title>{escape(name)}</title></polyline>'

@@ -1,9 +1,12 @@
 """Reading a trace into Spark: schema validation and the impossible-row check.
 
-:func:`read_trace` reads one or many Parquet files or folders (with schema
-merging, so files that disagree are caught) and refuses a trace whose schema
-does not match :data:`purgatory.tracing.TRACE_COLUMNS`, naming every
-missing and every mistyped column. Extra columns are allowed and ignored.
+:func:`check_local_trace` checks local inputs before Spark starts: a
+missing path, a folder without files, a file that is not Parquet (its magic
+bytes) or whose footer's schema does not match
+:data:`purgatory.tracing.TRACE_COLUMNS` (every missing and every mistyped
+column named, per file). :func:`read_trace` then reads local inputs with the
+trace's schema given (no schema-inference job) and URLs (``hdfs://``, ...) with
+schema merging, checked the same way. Extra columns are allowed and ignored.
 
 :func:`check_rows` classifies rows in one pass. A row is *impossible* when it
 has a null where the schema forbids one, completed before it was created, has a
@@ -16,6 +19,7 @@ figures. Nothing is dropped silently: the counts are written to the report.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -27,7 +31,17 @@ from purgatory.tracing import OUTCOMES, TRACE_COLUMNS
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["REASONS", "SPARK_TYPES", "RowCheck", "TraceSchemaError", "check_rows", "read_trace"]
+__all__ = [
+    "REASONS",
+    "SPARK_TYPES",
+    "RowCheck",
+    "TraceSchemaError",
+    "check_local_trace",
+    "check_rows",
+    "read_trace",
+    "spark_schema",
+    "trace_files",
+]
 
 #: the trace's arrow type names as Spark shows them (``DataType.simpleString``)
 SPARK_TYPES = {
@@ -48,6 +62,9 @@ REASONS: dict[str, str] = {
 }
 
 
+_MAGIC = b"PAR1"
+
+
 class TraceSchemaError(ValueError):
     """The input is not a trace: unreadable, or columns missing or of the wrong type."""
 
@@ -59,6 +76,9 @@ class RowCheck:
     total: int
     bad: int
     reasons: dict[str, int]  # reason -> rows with that problem, in REASONS order
+    #: the latest created_ms of a valid row (None without valid rows): where the
+    #: trace ends, so the report can tell a partial last time window
+    last_created_ms: int | None = None
 
     @property
     def valid(self) -> int:
@@ -70,13 +90,71 @@ def _has_scheme(path: str) -> bool:
     return bool(sep) and head.isalpha()
 
 
+def trace_files(path: Path) -> list[Path]:
+    """The files Spark would read under a local path: the path itself, or the
+    folder's files whose names (and folders) do not start with ``_`` or ``.``."""
+    if not path.is_dir():
+        return [path]
+    return sorted(
+        f
+        for f in path.rglob("*")
+        if f.is_file()
+        and not any(part.startswith(("_", ".")) for part in f.relative_to(path).parts)
+    )
+
+
+def check_local_trace(paths: Sequence[str | Path]) -> list[str]:
+    """Check the local inputs before Spark starts; return every problem found.
+
+    Missing paths, folders without files, files that are not Parquet (the
+    ``PAR1`` magic bytes at both ends) and files whose schema is not the trace's
+    (footers read with pyarrow) are reported, one sentence each. URLs of other
+    filesystems (``hdfs://``, ``s3a://``) are left to Spark. O(files) reads of
+    a few bytes and one footer each.
+    """
+    problems: list[str] = []
+    for name in (str(p) for p in paths):
+        if _has_scheme(name):
+            continue
+        path = Path(name)
+        if not path.exists():
+            problems.append(f"trace not found: {name}")
+            continue
+        files = trace_files(path)
+        if not files:
+            problems.append(f"no trace files in {name} (an empty folder)")
+            continue
+        not_parquet = [f for f in files if not _is_parquet(f)]
+        problems += [f"{f} is not a Parquet file" for f in not_parquet]
+        problems += _file_problems([f for f in files if f not in not_parquet])
+    return problems
+
+
+def _is_parquet(file: Path) -> bool:
+    """Parquet starts and ends with the magic bytes ``PAR1`` (O(1) reads)."""
+    try:
+        with file.open("rb") as stream:
+            head = stream.read(4)
+            stream.seek(-4, os.SEEK_END)
+            tail = stream.read(4)
+    except OSError:
+        return False
+    return head == _MAGIC and tail == _MAGIC
+
+
+def spark_schema() -> str:
+    """The trace's schema as a Spark DDL string."""
+    return ", ".join(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in TRACE_COLUMNS)
+
+
 def read_trace(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     """The trace's columns from Parquet files or folders, schema checked.
 
-    Local paths must exist (URLs such as ``hdfs://`` are passed to Spark as
-    they are). Reads only Parquet footers here; rows are read by later jobs.
-    Raises :class:`TraceSchemaError` for an unreadable or mistyped trace; when
-    files disagree, local files are checked one by one to name the culprits.
+    Local inputs are checked first with :func:`check_local_trace` (no Spark
+    job); when every input is local, Spark reads them with the trace's schema
+    given, so no job infers it. URLs are read with schema merging, so files
+    that disagree are caught. Raises :class:`TraceSchemaError` for an
+    unreadable or mistyped trace, :class:`FileNotFoundError` for a missing path.
     """
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
@@ -84,16 +162,18 @@ def read_trace(spark: SparkSession, paths: Sequence[str | Path]) -> DataFrame:
     if not paths:
         raise ValueError("no trace given: pass one or more Parquet files or folders")
     names = [str(p) for p in paths]
-    missing = [p for p in names if not _has_scheme(p) and not Path(p).exists()]
-    if missing:
-        raise FileNotFoundError(f"trace not found: {', '.join(missing)}")
+    problems = check_local_trace(names)
+    if problems:
+        if all(p.startswith("trace not found") for p in problems):
+            raise FileNotFoundError("; ".join(problems))
+        raise TraceSchemaError("not a purgatory trace: " + "; ".join(problems))
     try:
+        if not any(_has_scheme(p) for p in names):
+            return spark.read.schema(spark_schema()).parquet(*names)
         frame = spark.read.option("mergeSchema", "true").parquet(*names)
     except (PySparkException, Py4JJavaError) as exc:
-        per_file = _file_problems([p for p in names if not _has_scheme(p)])
-        detail = "; ".join(per_file) if per_file else _first_lines(exc)
         raise TraceSchemaError(
-            f"cannot read {', '.join(names)} as a Parquet trace: {detail}"
+            f"cannot read {', '.join(names)} as a Parquet trace: {_first_lines(exc)}"
         ) from exc
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     problems = _problems(found, SPARK_TYPES)
@@ -130,15 +210,10 @@ def _arrow_type_name(arrow_type: Any) -> str:
     return str(arrow_type)
 
 
-def _file_problems(paths: Sequence[str]) -> list[str]:
+def _file_problems(files: Sequence[Path]) -> list[str]:
     """Per local Parquet file, its schema problems (footers only, O(files))."""
     import pyarrow.parquet as pq
 
-    files: list[Path] = []
-    for name in paths:
-        path = Path(name)
-        candidates = path.rglob("*.parquet") if path.is_dir() else [path]
-        files += sorted(f for f in candidates if not f.name.startswith(("_", ".")))
     identity = {kind: kind for _, kind in TRACE_COLUMNS}
     problems = []
     for file in files:
@@ -148,7 +223,9 @@ def _file_problems(paths: Sequence[str]) -> list[str]:
             problems.append(f"{file}: not Parquet ({exc})")
             continue
         found = {field.name: _arrow_type_name(field.type) for field in schema}
-        problems += [f"{file}: {p}" for p in _problems(found, identity)]
+        found_problems = _problems(found, identity)
+        if found_problems:
+            problems.append(f"{file}: {'. '.join(found_problems)}")
     return problems
 
 
@@ -185,8 +262,15 @@ def check_rows(trace: DataFrame) -> tuple[DataFrame, RowCheck]:
     any_bad = reduce(lambda a, b: a | b, reasons.values())
     aggs = [F.count(F.lit(1)).alias("total"), F.sum(any_bad.cast("long")).alias("bad")]
     aggs += [F.sum(col.cast("long")).alias(name) for name, col in reasons.items()]
+    aggs.append(F.max(F.when(~any_bad, F.col("created_ms"))).alias("last_created_ms"))
     row = trace.agg(*aggs).first()
     assert row is not None
     counts = {name: int(row[name] or 0) for name in reasons}
-    check = RowCheck(total=int(row["total"]), bad=int(row["bad"] or 0), reasons=counts)
+    last = row["last_created_ms"]
+    check = RowCheck(
+        total=int(row["total"]),
+        bad=int(row["bad"] or 0),
+        reasons=counts,
+        last_created_ms=None if last is None else int(last),
+    )
     return trace.where(~any_bad), check

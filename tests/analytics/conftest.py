@@ -34,6 +34,8 @@ SYNTHETIC_ROWS = 4_000
 #: approximates: see test_exactness)
 WINDOW_MS = 50
 ACCURACY = 100
+#: the report fixture's options (the cluster test repeats them)
+REPORT_OPTIONS = ["--window-ms", str(WINDOW_MS), "--accuracy", str(ACCURACY), "--top-keys", "5"]
 
 _GOOD: dict[str, Any] = {
     "op_id": 10**9,
@@ -107,19 +109,7 @@ def report(
     """The report of ``trace_dir``, built once through the command line."""
     out = tmp_path_factory.mktemp("report")
     captured = io.StringIO()
-    argv = [
-        "report",
-        str(trace_dir),
-        "--out",
-        str(out),
-        "--window-ms",
-        str(WINDOW_MS),
-        "--accuracy",
-        str(ACCURACY),
-        "--top-keys",
-        "5",
-        "--quiet",
-    ]
+    argv = ["report", str(trace_dir), "--out", str(out), *REPORT_OPTIONS, "--quiet"]
     with contextlib.redirect_stdout(captured):
         status = main(argv)
     return Report(out=out, stdout=captured.getvalue(), status=status)

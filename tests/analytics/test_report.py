@@ -92,3 +92,12 @@ def test_busiest_keys_are_the_top_of_by_partition(report: Report) -> None:
     html = (report.out / "report.html").read_text(encoding="utf-8")
     for row in top:
         assert f"<td>{row['key']}</td>" in html
+
+
+def test_a_partial_last_window_is_not_charted(report: Report) -> None:
+    windows = pq.read_table(report.out / "tables" / "windows").to_pandas()
+    last_start = int(windows["window_start_ms"].max())
+    html = (report.out / "report.html").read_text(encoding="utf-8")
+    # the synthetic trace ends inside its last 50 ms window, which the table keeps
+    assert f"The last window (from {last_start:,} ms) is partial" in html
+    assert "ceil(n / 100) ranks" in html

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
 
 from purgatory.analytics import expand_grid, parse_assignments, run_sweep, run_workload
-from purgatory.analytics.sweep import resolve_task
+from purgatory.analytics.sweep import render_sweep, resolve_task
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import SparkSession
 
 #: a short run: 600 operations at 3000/s, so about 0.2 s plus the 200 ms timeout
@@ -93,7 +94,7 @@ def test_sweep_runs_one_task_per_config(spark: SparkSession, tmp_path: Path) -> 
     assert list(ok["tick_ms"]) == [1, 10]
     assert (ok["completed_early"] + ok["expired"] == 600).all()
     assert ok["error"].isna().all()
-    html = result.html.read_text(encoding="utf-8")
+    html = Path(result.html).read_text(encoding="utf-8")
     assert "Lowest CPU per operation" in html and "Failed configurations" in html
     assert "<script" not in html and html.count("<svg") == 2
 
@@ -104,7 +105,7 @@ def test_sweep_task_is_pluggable(spark: SparkSession, tmp_path: Path) -> None:
     result = run_sweep(spark, configs, tmp_path, task="builtins:dict", progress=False)
     assert result.failed == 0
     assert list(result.summaries["answer"]) == [42, 42]
-    assert "Results" in result.html.read_text(encoding="utf-8")
+    assert "Results" in Path(result.html).read_text(encoding="utf-8")
 
 
 def test_sweep_over_the_broker_simulation(spark: SparkSession, tmp_path: Path) -> None:
@@ -123,4 +124,36 @@ def test_sweep_over_the_broker_simulation(spark: SparkSession, tmp_path: Path) -
     assert (ok["cpu_us_per_op"] > 0).all()
     # the same workload with slower followers waits longer for its acknowledgements
     assert ok.loc[1, "produce_latency_p50_ms"] > ok.loc[0, "produce_latency_p50_ms"]
-    assert "Lowest CPU per operation" in result.html.read_text(encoding="utf-8")
+    assert "Lowest CPU per operation" in Path(result.html).read_text(encoding="utf-8")
+
+
+def _summaries(**columns: list[Any]) -> pd.DataFrame:
+    import pandas as pd
+
+    base: dict[str, list[Any]] = {"tick_ms": [1, 20], "wheel_size": [20, 20], "error": [None] * 2}
+    return pd.DataFrame({**base, **columns})
+
+
+def test_the_verdict_ranks_by_distance_from_the_deadline() -> None:
+    # 20 ms ticks fire 15 ms early (lateness p99 -15): far from the deadline, not "good"
+    frame = _summaries(
+        cpu_us_per_op=[5.0, 4.0],
+        lateness_p99_ms=[2.0, -15.0],
+        lateness_max_ms=[3.0, -1.0],
+        off_deadline_p99_ms=[2.0, 15.0],
+        early_expiries=[0, 40],
+    )
+    html = render_sweep(
+        frame, settings=["tick_ms", "wheel_size"], task="t", parallelism=2, swept=["tick_ms"]
+    )
+    assert "closest to the deadline (p99 of |lateness|): <b>1</b> (2.0 ms)" in html
+    assert "early_expiries" in html
+    # only the swept key names the configurations
+    assert "(tick_ms)." in html and "tick_ms / wheel_size" not in html
+
+
+def test_no_max_bars_when_the_task_reports_no_max() -> None:
+    frame = _summaries(cpu_us_per_op=[5.0, 4.0], lateness_p99_ms=[2.0, 3.0])
+    html = render_sweep(frame, settings=["tick_ms", "wheel_size"], task="t", parallelism=2)
+    assert "Expiry lateness (negative: fired early)" in html and ">max<" not in html
+    assert "lowest lateness p99: <b>1 / 20</b>" in html
