@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from purgatory.analytics._session import DEFAULT_MASTER, Progress
 from purgatory.analytics._spark_figures import DEFAULT_ACCURACY
 from purgatory.analytics.figures import DEFAULT_WINDOW_MS
+from purgatory.cli import Parser, int_at_least
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,18 +62,8 @@ output:
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m purgatory.analytics",
         description="The purgatory data pipeline on Apache Spark: trace reports and sweeps. "
         "Each command's options, with their defaults: python -m purgatory.analytics "
@@ -129,14 +120,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--window-ms",
-        type=_positive_int,
+        type=int_at_least(1),
         default=DEFAULT_WINDOW_MS,
         metavar="N",
         help=f"size of the time windows over created_ms, in ms (default {DEFAULT_WINDOW_MS})",
     )
     report.add_argument(
         "--accuracy",
-        type=_positive_int,
+        type=int_at_least(1),
         default=DEFAULT_ACCURACY,
         metavar="A",
         help="percentile_approx accuracy: percentile ranks within n/A of exact "
@@ -144,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--top-keys",
-        type=_positive_int,
+        type=int_at_least(1),
         default=20,
         metavar="K",
         help="how many of the busiest topic-partitions the report lists (default 20)",
@@ -208,12 +199,12 @@ def _parser() -> argparse.ArgumentParser:
         "refused, so old part files never mix with new ones)",
     )
     synthetic.add_argument(
-        "--rows", type=_positive_int, default=100_000, help="operations (default 100000)"
+        "--rows", type=int_at_least(1), default=100_000, help="operations (default 100000)"
     )
     synthetic.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     synthetic.add_argument(
         "--rows-per-file",
-        type=_positive_int,
+        type=int_at_least(1),
         default=1_000_000,
         metavar="N",
         help="rows per Parquet file (default 1000000)",

@@ -57,7 +57,19 @@ def test_sweep_refuses_a_bad_grid(capsys: pytest.CaptureFixture[str], tmp_path: 
 def test_window_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["report", "t", "--out", "o", "--window-ms", "0"])
-    assert "must be positive" in capsys.readouterr().err
+    assert "must be an integer >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "mentions"),
+    [
+        (["report", "t"], "required: --out"),
+        (["report", "t", "--out", "o", "--window-ms", "0"], "--window-ms"),
+        (["nonsense"], "invalid choice"),
+    ],
+)
+def test_argparse_refusals_are_one_line(args: list[str], mentions: str) -> None:
+    assert_one_line_error(run_cli([*_CLI, *args], timeout_s=30), status=2, mentions=mentions)
 
 
 def test_synthetic_writes_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
