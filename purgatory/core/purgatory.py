@@ -161,6 +161,7 @@ class Purgatory(CompletionListener):
         "_purge_due",
         "_purged",
         "_purges",
+        "_relisted",
         "_watched",
         "_watchers",
         "_wheel",
@@ -192,6 +193,9 @@ class Purgatory(CompletionListener):
         # invariant: every done operation still in a watcher list is in here
         self._done_watched: list[Operation] = []
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
+        # changes whenever a key gains or loses its list (or _watchers is replaced),
+        # so a list looked up before a callback is known to be still current after it
+        self._relisted = 0
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
         self._num_delayed = 0  # invariant: this purgatory's operations in the timer
@@ -225,15 +229,26 @@ class Purgatory(CompletionListener):
         if operation._state:  # is_done, read directly: the hot path
             raise ValueError(f"{operation!r} is already done")
         keys = tuple(keys)
-        if not keys:
+        nkeys = len(keys)
+        watchers = self._watchers
+        ops: dict[Operation, None] | None = None
+        if nkeys == 1:  # the common case: the key's list, looked up once
+            key = keys[0]
+            try:
+                ops = watchers.get(key)  # hashes the key, in C: the check, and the lookup
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
+        elif not nkeys:
             raise ValueError("an operation must be watched under at least one key")
-        try:
-            hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
-        except TypeError as exc:
-            raise TypeError(f"keys must be hashable: {exc}") from None
+        else:
+            try:
+                hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
         timer_enabled = self.timer_enabled
         if timer_enabled and type(operation.delay_ms) is not int:
             coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
+        relisted = self._relisted
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
@@ -249,19 +264,31 @@ class Purgatory(CompletionListener):
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
             raise
-        nkeys = operation._nkeys = len(keys)
-        operation._keys = keys[0] if nkeys == 1 else keys
-        watchers = self._watchers
+        operation._nkeys = nkeys
+        self._estimated += 1
+        if nkeys == 1:
+            operation._keys = key
+            if self._relisted != relisted:  # the callback gave or took a key's list
+                ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = {operation: None}
+                self._relisted += 1
+            else:
+                # a fresh operation (it had no purgatory) is in no list yet
+                ops[operation] = None
+            self._watched += 1
+            return False
+        operation._keys = keys
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {operation: None}
+                self._relisted += 1
             elif operation not in ops:
                 ops[operation] = None
             else:
                 continue  # a key given twice
             self._watched += 1
-        self._estimated += 1
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -302,6 +329,7 @@ class Purgatory(CompletionListener):
         finally:
             if not ops and self._watchers.get(key) is ops:
                 del self._watchers[key]
+                self._relisted += 1
             self._depth -= 1
             if self._purge_due and not self._depth:
                 self._leave()
@@ -319,6 +347,7 @@ class Purgatory(CompletionListener):
         ops = self._watchers.pop(key, None)
         if ops is None:
             return []
+        self._relisted += 1
         self._watched -= len(ops)
         listed = list(ops)
         ops.clear()  # a walk of this key going on sees its list emptied
@@ -368,20 +397,30 @@ class Purgatory(CompletionListener):
         pending. Runs by itself when the estimate crosses ``purge_interval``.
         """
         removed = 0
-        watchers = self._watchers
         done = self._done_watched
         self._done_watched = []
         for op in done:
-            for key in op._keys if op._nkeys > 1 else (op._keys,):
-                ops = watchers.get(key)
-                if ops is not None and ops.pop(op, 0) is None:
-                    removed += 1
-                    if not ops:
-                        del watchers[key]
+            if op._nkeys > 1:
+                for key in op._keys:
+                    removed += self._unwatch(op, key)
+            else:  # one key, kept as itself (no tuple to build)
+                removed += self._unwatch(op, op._keys)
         self._watched -= removed
         self._purged += removed
         self._purges += 1
         return removed
+
+    def _unwatch(self, op: Operation, key: Hashable) -> int:
+        """Take ``op`` out of ``key``'s list, dropping the list if that empties it;
+        1 if it was there, else 0. O(1)."""
+        watchers = self._watchers
+        ops = watchers.get(key)
+        if ops is None or ops.pop(op, 0) is not None:
+            return 0
+        if not ops:
+            del watchers[key]
+            self._relisted += 1
+        return 1
 
     @property
     def closed(self) -> bool:
@@ -397,6 +436,7 @@ class Purgatory(CompletionListener):
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
             watchers = self._watchers
             self._watchers = {}
+            self._relisted += 1
             self._watched = 0
             self._done_watched = []
             for ops in watchers.values():
