@@ -210,8 +210,10 @@ def main() -> None:
                     cmd.append("--best")
                 if args.pin is not None:
                     cmd += ["--pin", str(args.pin)]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                r[kind] = json.loads(out.strip().splitlines()[-1])
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr}")
+                r[kind] = json.loads(done.stdout.strip().splitlines()[-1])
             print(
                 f"{loop_name:8} {pending:>9} | {r['cw']:>10.0f}ns {r['cl']:>8.0f}ns"
                 f" {r['cl'] / r['cw']:>5.2f}x | {r['fw']:>8.0f}ns {r['fl']:>8.0f}ns"

@@ -375,11 +375,12 @@ def test_a_delay_the_timer_would_refuse_changes_nothing(
     p._check_invariants()
 
 
-def test_an_unhashable_key_changes_nothing(clock: ManualClock) -> None:
+@pytest.mark.parametrize("keys", [[["b"]], ["a", ["b"]]], ids=["one key", "two keys"])
+def test_an_unhashable_key_changes_nothing(clock: ManualClock, keys: list[object]) -> None:
     p = manual_purgatory(clock)
     op = MockOp(100)
     with pytest.raises(TypeError, match=r"^keys must be hashable: unhashable type: 'list'$"):
-        p.try_complete_else_watch(op, ["a", ["b"]])  # type: ignore[list-item]
+        p.try_complete_else_watch(op, keys)
     _nothing_changed(p)
     assert op.tries == 0
     assert not p.try_complete_else_watch(op, ["a", "b"])
