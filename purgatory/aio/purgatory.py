@@ -137,6 +137,7 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
         """Bind to the running asyncio loop or trio run; start the timer's reaper
         (if ``reaper_enabled`` and none runs)."""
         backend = require_backend("a purgatory")
+        self.untrack_pending()  # the exit shuts down, which tracks them again
         self._call_soon_threadsafe = backend.threadsafe_scheduler()
         self._on_trio = backend.name == "trio"
         if self.reaper_enabled and self.timer.reaper is None:

@@ -6,6 +6,10 @@ from .operation cimport CompletionListener, Operation
 from .timer cimport WheelTimer
 
 
+cdef extern from "Python.h":
+    void gc_untrack "PyObject_GC_UnTrack" (object)
+
+
 cdef class Purgatory(CompletionListener):
     cdef public Py_ssize_t _cancelled
     cdef public bint _closed
@@ -20,6 +24,7 @@ cdef class Purgatory(CompletionListener):
     cdef public Py_ssize_t _purged
     cdef public Py_ssize_t _purges
     cdef public Py_ssize_t _relisted
+    cdef public bint _untrack
     cdef public Py_ssize_t _watched
     cdef public dict _watchers
     cdef public WheelTimer _wheel

@@ -109,6 +109,12 @@ try:
 except ImportError:  # the pure-Python core, with Cython not installed
     from . import _cython_shim as cython
 
+if not cython.compiled:  # the compiled core cimports CPython's own (purgatory.pxd)
+
+    def gc_untrack(obj: object) -> None:
+        """Take ``obj`` out of the cyclic garbage collector (compiled core only)."""
+
+
 __all__ = ["BUILD", "DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
 
 #: which build this module is, as reprs show it (see timer.BUILD)
@@ -162,6 +168,7 @@ class Purgatory(CompletionListener):
         "_purged",
         "_purges",
         "_relisted",
+        "_untrack",
         "_watched",
         "_watchers",
         "_wheel",
@@ -208,6 +215,7 @@ class Purgatory(CompletionListener):
         self._purges = 0
         self._lateness = Histogram()
         self._closed = False
+        self._untrack = False  # see untrack_pending
 
     # -- the API -------------------------------------------------------------
 
@@ -260,6 +268,8 @@ class Purgatory(CompletionListener):
                 else:
                     self.timer.add(operation)
                 self._num_delayed += 1
+                if cython.compiled and self._untrack:
+                    gc_untrack(operation)  # see untrack_pending
         except BaseException:
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
@@ -427,12 +437,30 @@ class Purgatory(CompletionListener):
         """True once :meth:`shutdown` ran: the purgatory takes no more operations. O(1)."""
         return self._closed
 
+    def untrack_pending(self) -> None:
+        """Keep operations out of the cyclic garbage collector while they wait in the
+        timer, from now until :meth:`shutdown`. O(1).
+
+        In the compiled core, an operation this purgatory adds to the timer is
+        untracked (``gc.is_tracked`` says False) until it completes or is cancelled,
+        when it is tracked again: the collector stops walking every pending operation
+        at each of its passes, which cost more CPU than the operation itself
+        (BENCHMARKS.md). Nothing is lost: a pending operation is reachable from this
+        purgatory's watcher lists, so the collector could not free it anyway. What it
+        needs is that :meth:`shutdown` runs (it cancels, and so tracks again, every
+        pending operation): a purgatory dropped with untracked operations and never
+        shut down keeps itself and them alive. The async shell calls this on entering
+        ``async with``, whose exit shuts down. The pure core tracks everything always.
+        """
+        self._untrack = True
+
     def shutdown(self) -> None:
         """Cancel every pending operation (awaiters raise
         :class:`~.errors.PurgatoryClosedError`) and refuse new ones. Idempotent.
         O(watched)."""
         if not self._closed:
             self._closed = True
+            self._untrack = False
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
             watchers = self._watchers
             self._watchers = {}
