@@ -32,14 +32,26 @@ runs, and how its clock is read, is the backends' decision
 (:func:`~.backends.time_reader`):
 
 * asyncio's own loops: ``loop.time()`` is ``time.monotonic()``, so the reader is
-  ``time.monotonic`` itself, which the compiled core computes in C;
-* uvloop: ``loop.time()`` is libuv's ``uv_now``, CLOCK_MONOTONIC sampled once per
-  loop iteration, in milliseconds. Reading CLOCK_MONOTONIC directly would run
-  ahead of it by up to one iteration, while the loop schedules the reaper's
-  wake-ups on ``uv_now``, so the reader stays ``loop.time`` (one call into
-  uvloop's C code);
+  ``time.monotonic`` itself, which the compiled core computes in C (CPython on
+  Linux reads ``clock_gettime(CLOCK_MONOTONIC)`` and divides by 1e9; the core
+  does the same arithmetic, so both builds read the same values);
+* uvloop: ``loop.time()`` is ``uv_now(loop) / 1000`` right after
+  ``uv_update_time(loop)`` (uvloop refreshes libuv's cached loop time on every
+  call, as asyncio has no time cache): libuv's fast clock, ``clock_gettime`` of
+  ``CLOCK_MONOTONIC_COARSE`` when its resolution is 1 ms or finer (else of
+  ``CLOCK_MONOTONIC``), in whole milliseconds. So it *can* be read without a
+  call into uvloop: the reader stays ``loop.time`` (the pure core calls it), and
+  the compiled core, told so by :func:`~.backends.is_libuv_time` (uvloop's own
+  ``Loop.time``, not a subclass's override), reads the same clock with libuv's
+  rule and divides as uvloop does, in C: the same values as ``loop.time()``,
+  no Python call. uvloop's own ``call_later`` schedules on that same clock;
 * trio: ``trio.current_time()``, the run's clock (a ``MockClock`` too): it does
   not count from CLOCK_MONOTONIC, so it is always called.
+
+The C reads are used on Linux only (``purgatory.core.timer.C_CLOCKS``): on
+macOS CPython's ``time.monotonic`` and libuv both read ``mach_absolute_time``,
+not ``CLOCK_MONOTONIC``, so there the pinned reader is called as in the pure
+core.
 
 :class:`purgatory.testing.ManualClock` is the deterministic clock for tests.
 """

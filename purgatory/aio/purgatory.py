@@ -7,7 +7,9 @@ there) plus what needs a loop.
 Backends. ``async with purgatory`` binds it to the running library: an asyncio
 loop (asyncio, uvloop, anyio on asyncio) or a trio run (trio, anyio on trio),
 and starts its timer's reaper (``timer.start_reaper()``) if ``reaper_enabled``
-and none runs. The purgatory itself is synchronous and the same on both. See
+and none runs. Inside the block the compiled core keeps operations waiting in
+the timer out of the cyclic garbage collector (``untrack_pending``: the exit's
+shutdown hands them back). The purgatory itself is synchronous and the same on both. See
 :mod:`.reaper` for the reaper's task on each and :mod:`.operation` for awaiting.
 Callback errors met while it walks many operations go to the running library
 (the loop's exception handler; on trio the ``"purgatory"`` logger).
@@ -137,6 +139,7 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
         """Bind to the running asyncio loop or trio run; start the timer's reaper
         (if ``reaper_enabled`` and none runs)."""
         backend = require_backend("a purgatory")
+        self.untrack_pending()  # the exit shuts down, which tracks them again
         self._call_soon_threadsafe = backend.threadsafe_scheduler()
         self._on_trio = backend.name == "trio"
         if self.reaper_enabled and self.timer.reaper is None:

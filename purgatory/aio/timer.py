@@ -27,7 +27,7 @@ from typing import Any
 
 from ..core.clock import Clock
 from ..core.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, WheelTimer
-from .backends import report_to_running_library
+from .backends import is_libuv_time, report_to_running_library
 from .clock import LoopClock
 from .reaper import Reaper, advance_clock
 
@@ -97,7 +97,8 @@ class SystemTimer(WheelTimer):
         self._reaper = reaper
         clock = self.clock
         if isinstance(clock, LoopClock):  # the reaper's library is where we live now
-            self.pin_clock(clock.pinned_seconds())
+            seconds = clock.pinned_seconds()
+            self.pin_clock(seconds, libuv=is_libuv_time(seconds))
         return reaper
 
     async def stop_reaper(

@@ -1,6 +1,7 @@
 # Declarations for compiling idle.py with Cython; see timer_list.pxd.
 cimport cython
 
+from .timer cimport WheelTimer
 from .timer_list cimport TimerTask
 
 
@@ -18,7 +19,9 @@ cdef class _Tracker:
     cdef public long long _timeout_ms
     cdef public object _timer
     cdef public object _now_ms
+    cdef public WheelTimer _wheel
 
+    @cython.locals(task=_IdleTask, wheel=WheelTimer)
     cpdef touch(self, key)
 
     @cython.locals(task=_IdleTask, remaining_ms=cython.longlong, now_ms=cython.longlong, tick_ms=cython.longlong)

@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .timer import Timer
+from .timer import Timer, WheelTimer
 from .timer_list import TimerTask
 
 __all__ = ["IdleTracker"]
@@ -91,7 +91,16 @@ class _Tracker:
     include ``typing.Generic``); see :class:`IdleTracker` for the API.
     """
 
-    __slots__ = ("_now_ms", "_on_idle", "_reaped", "_rearmed", "_tasks", "_timeout_ms", "_timer")
+    __slots__ = (
+        "_now_ms",
+        "_on_idle",
+        "_reaped",
+        "_rearmed",
+        "_tasks",
+        "_timeout_ms",
+        "_timer",
+        "_wheel",
+    )
 
     def __init__(self, timeout_ms: int, on_idle: Callable[[Any], object], *, timer: Timer) -> None:
         if type(timeout_ms) is not int or timeout_ms <= 0:
@@ -104,6 +113,8 @@ class _Tracker:
         self._on_idle = on_idle
         self._timer = timer
         self._now_ms = timer.now_ms  # bound once: a touch is this call and a dict lookup
+        # the same timer when it is the core's own: the compiled core reads its clock in C
+        self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         # invariant: key -> its task; every task here is scheduled in self._timer,
         # task.key == key, and its entry expires before
         # task.touched_ms + timeout_ms + tick_ms (it never sleeps past the deadline)
@@ -139,10 +150,13 @@ class _Tracker:
         operation; a new key adds one timer task (O(levels)).
         """
         try:
-            # the timer's own clock read: pinned while its reaper runs (aio.clock)
-            self._tasks[key].touched_ms = self._now_ms()
+            task = self._tasks[key]
         except KeyError:
             self._track(key)
+            return
+        # the timer's own clock read: pinned while its reaper runs (aio.clock)
+        wheel = self._wheel
+        task.touched_ms = wheel.now_ms() if wheel is not None else self._now_ms()
 
     def _track(self, key: Hashable) -> None:
         task = _IdleTask(self, key, self._timer.now_ms())

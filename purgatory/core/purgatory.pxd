@@ -6,6 +6,10 @@ from .operation cimport CompletionListener, Operation
 from .timer cimport WheelTimer
 
 
+cdef extern from "Python.h":
+    void gc_untrack "PyObject_GC_UnTrack" (object)
+
+
 cdef class Purgatory(CompletionListener):
     cdef public Py_ssize_t _cancelled
     cdef public bint _closed
@@ -19,6 +23,8 @@ cdef class Purgatory(CompletionListener):
     cdef public bint _purge_due
     cdef public Py_ssize_t _purged
     cdef public Py_ssize_t _purges
+    cdef public Py_ssize_t _relisted
+    cdef public bint _untrack
     cdef public Py_ssize_t _watched
     cdef public dict _watchers
     cdef public WheelTimer _wheel
@@ -27,7 +33,7 @@ cdef class Purgatory(CompletionListener):
     cdef public object timer
     cdef public bint timer_enabled
 
-    @cython.locals(watchers=dict, ops=dict, key=object, delay=object, wheel=WheelTimer, nkeys=Py_ssize_t)
+    @cython.locals(watchers=dict, ops=dict, key=object, wheel=WheelTimer, nkeys=Py_ssize_t, relisted=Py_ssize_t)
     cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
 
     @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
@@ -36,8 +42,11 @@ cdef class Purgatory(CompletionListener):
     @cython.locals(ops=dict, listed=list, op=Operation)
     cpdef list cancel_for_key(self, key)
 
-    @cython.locals(removed=Py_ssize_t, watchers=dict, done=list, op=Operation, ops=dict)
+    @cython.locals(removed=Py_ssize_t, done=list, op=Operation)
     cpdef Py_ssize_t purge_completed(self) except -1
+
+    @cython.locals(watchers=dict, ops=dict)
+    cdef Py_ssize_t _unwatch(self, Operation op, key) except -1
 
     @cython.locals(was_scheduled=cython.bint)
     cpdef bint _cancel(self, Operation op, error) except -1

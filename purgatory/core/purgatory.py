@@ -109,6 +109,12 @@ try:
 except ImportError:  # the pure-Python core, with Cython not installed
     from . import _cython_shim as cython
 
+if not cython.compiled:  # the compiled core cimports CPython's own (purgatory.pxd)
+
+    def gc_untrack(obj: object) -> None:
+        """Take ``obj`` out of the cyclic garbage collector (compiled core only)."""
+
+
 __all__ = ["BUILD", "DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
 
 #: which build this module is, as reprs show it (see timer.BUILD)
@@ -161,6 +167,8 @@ class Purgatory(CompletionListener):
         "_purge_due",
         "_purged",
         "_purges",
+        "_relisted",
+        "_untrack",
         "_watched",
         "_watchers",
         "_wheel",
@@ -192,6 +200,9 @@ class Purgatory(CompletionListener):
         # invariant: every done operation still in a watcher list is in here
         self._done_watched: list[Operation] = []
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
+        # changes whenever a key gains or loses its list (or _watchers is replaced),
+        # so a list looked up before a callback is known to be still current after it
+        self._relisted = 0
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
         self._num_delayed = 0  # invariant: this purgatory's operations in the timer
@@ -204,6 +215,7 @@ class Purgatory(CompletionListener):
         self._purges = 0
         self._lateness = Histogram()
         self._closed = False
+        self._untrack = False  # see untrack_pending
 
     # -- the API -------------------------------------------------------------
 
@@ -225,15 +237,26 @@ class Purgatory(CompletionListener):
         if operation._state:  # is_done, read directly: the hot path
             raise ValueError(f"{operation!r} is already done")
         keys = tuple(keys)
-        if not keys:
+        nkeys = len(keys)
+        watchers = self._watchers
+        ops: dict[Operation, None] | None = None
+        if nkeys == 1:  # the common case: the key's list, looked up once
+            key = keys[0]
+            try:
+                ops = watchers.get(key)  # hashes the key, in C: the check, and the lookup
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
+        elif not nkeys:
             raise ValueError("an operation must be watched under at least one key")
-        try:
-            hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
-        except TypeError as exc:
-            raise TypeError(f"keys must be hashable: {exc}") from None
+        else:
+            try:
+                hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
         timer_enabled = self.timer_enabled
         if timer_enabled and type(operation.delay_ms) is not int:
             coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
+        relisted = self._relisted
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
@@ -245,23 +268,37 @@ class Purgatory(CompletionListener):
                 else:
                     self.timer.add(operation)
                 self._num_delayed += 1
+                if cython.compiled and self._untrack:
+                    gc_untrack(operation)  # see untrack_pending
         except BaseException:
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
             raise
-        nkeys = operation._nkeys = len(keys)
-        operation._keys = keys[0] if nkeys == 1 else keys
-        watchers = self._watchers
+        operation._nkeys = nkeys
+        self._estimated += 1
+        if nkeys == 1:
+            operation._keys = key
+            if self._relisted != relisted:  # the callback gave or took a key's list
+                ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = {operation: None}
+                self._relisted += 1
+            else:
+                # a fresh operation (it had no purgatory) is in no list yet
+                ops[operation] = None
+            self._watched += 1
+            return False
+        operation._keys = keys
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {operation: None}
+                self._relisted += 1
             elif operation not in ops:
                 ops[operation] = None
             else:
                 continue  # a key given twice
             self._watched += 1
-        self._estimated += 1
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -302,6 +339,7 @@ class Purgatory(CompletionListener):
         finally:
             if not ops and self._watchers.get(key) is ops:
                 del self._watchers[key]
+                self._relisted += 1
             self._depth -= 1
             if self._purge_due and not self._depth:
                 self._leave()
@@ -319,6 +357,7 @@ class Purgatory(CompletionListener):
         ops = self._watchers.pop(key, None)
         if ops is None:
             return []
+        self._relisted += 1
         self._watched -= len(ops)
         listed = list(ops)
         ops.clear()  # a walk of this key going on sees its list emptied
@@ -368,25 +407,52 @@ class Purgatory(CompletionListener):
         pending. Runs by itself when the estimate crosses ``purge_interval``.
         """
         removed = 0
-        watchers = self._watchers
         done = self._done_watched
         self._done_watched = []
         for op in done:
-            for key in op._keys if op._nkeys > 1 else (op._keys,):
-                ops = watchers.get(key)
-                if ops is not None and ops.pop(op, 0) is None:
-                    removed += 1
-                    if not ops:
-                        del watchers[key]
+            if op._nkeys > 1:
+                for key in op._keys:
+                    removed += self._unwatch(op, key)
+            else:  # one key, kept as itself (no tuple to build)
+                removed += self._unwatch(op, op._keys)
         self._watched -= removed
         self._purged += removed
         self._purges += 1
         return removed
 
+    def _unwatch(self, op: Operation, key: Hashable) -> int:
+        """Take ``op`` out of ``key``'s list, dropping the list if that empties it;
+        1 if it was there, else 0. O(1)."""
+        watchers = self._watchers
+        ops = watchers.get(key)
+        if ops is None or ops.pop(op, 0) is not None:
+            return 0
+        if not ops:
+            del watchers[key]
+            self._relisted += 1
+        return 1
+
     @property
     def closed(self) -> bool:
         """True once :meth:`shutdown` ran: the purgatory takes no more operations. O(1)."""
         return self._closed
+
+    def untrack_pending(self) -> None:
+        """Keep operations out of the cyclic garbage collector while they wait in the
+        timer, from now until :meth:`shutdown`. O(1).
+
+        In the compiled core, an operation this purgatory adds to the timer is
+        untracked (``gc.is_tracked`` says False) until it completes or is cancelled,
+        when it is tracked again: the collector stops walking every pending operation
+        at each of its passes, which cost more CPU than the operation itself
+        (BENCHMARKS.md). Nothing is lost: a pending operation is reachable from this
+        purgatory's watcher lists, so the collector could not free it anyway. What it
+        needs is that :meth:`shutdown` runs (it cancels, and so tracks again, every
+        pending operation): a purgatory dropped with untracked operations and never
+        shut down keeps itself and them alive. The async shell calls this on entering
+        ``async with``, whose exit shuts down. The pure core tracks everything always.
+        """
+        self._untrack = True
 
     def shutdown(self) -> None:
         """Cancel every pending operation (awaiters raise
@@ -394,9 +460,11 @@ class Purgatory(CompletionListener):
         O(watched)."""
         if not self._closed:
             self._closed = True
+            self._untrack = False
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
             watchers = self._watchers
             self._watchers = {}
+            self._relisted += 1
             self._watched = 0
             self._done_watched = []
             for ops in watchers.values():

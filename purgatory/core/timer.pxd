@@ -1,7 +1,7 @@
 # Declarations for compiling timer.py with Cython; see timer_list.pxd.
 cimport cython
 
-from .cmonotonic cimport monotonic
+from .cmonotonic cimport libuv_now_ms, monotonic
 from .delay_queue cimport DelayQueue
 from .timer_list cimport TaskCounter, TaskSink, TimerTask, TimerTaskList
 from .timing_wheel cimport TimingWheel
@@ -12,6 +12,10 @@ cpdef long long monotonic_ms() except? -1
 # the fast path's bounds on a delay, as C integers (compared in C)
 cdef long long _SHORT_MS
 cdef long long _MINUS_SHORT_MS
+# how a pinned clock is read: called, or in C
+cdef int _CALL
+cdef int _MONOTONIC
+cdef int _LIBUV
 
 
 cdef class WheelTimer(TaskSink):
@@ -20,7 +24,8 @@ cdef class WheelTimer(TaskSink):
     cdef public TimerTaskList _due
     cdef public list _errors
     cdef public Py_ssize_t _flushed
-    cdef public bint _monotonic
+    cdef public int _c_clock
+    cdef public object _pinned
     cdef public object _poll_now_ms
     cdef public DelayQueue _queue
     cdef public Py_ssize_t _ran
@@ -29,7 +34,7 @@ cdef class WheelTimer(TaskSink):
     cdef public TimingWheel _wheel
     cdef public object name
 
-    @cython.locals(seconds=object, now_s=cython.double)
+    @cython.locals(seconds=object, now_s=cython.double, uv_now_s=cython.double, c_clock=cython.int)
     cpdef long long now_ms(self) except? -1
 
     @cython.locals(delay=object, delay_ms=cython.longlong, expiration_ms=cython.longlong)

@@ -66,6 +66,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -81,12 +82,19 @@ try:
 except ImportError:  # the pure-Python core, with Cython not installed
     from . import _cython_shim as cython
 
-if not cython.compiled:  # the compiled core cimports a C monotonic() (cmonotonic.pxd)
+if not cython.compiled:  # the compiled core cimports these readers in C (cmonotonic.pxd)
     from time import monotonic
+
+    def libuv_now_ms() -> int:
+        """libuv's ``uv_now()`` refreshed: what uvloop's ``loop.time()`` returns, in
+        ms. Read only by the compiled core (the pure one calls ``loop.time``)."""
+        return int(monotonic() * 1000)  # pragma: no cover - never reached, see pin_clock
+
 
 __all__ = [
     "BUILD",
     "COMPILED",
+    "C_CLOCKS",
     "DEFAULT_TICK_MS",
     "DEFAULT_WHEEL_SIZE",
     "MAX_DELAY_MS",
@@ -101,6 +109,16 @@ __all__ = [
 COMPILED: bool = cython.compiled
 #: which build this module is, as reprs show it
 BUILD = "compiled" if COMPILED else "pure"
+#: True when the timer reads pinned clocks in C (``pin_clock``): the compiled core,
+#: on Linux, where CPython's ``time.monotonic`` and libuv's loop time are known
+#: reads of CLOCK_MONOTONIC (see cmonotonic.pxd); elsewhere CPython reads another
+#: clock (macOS: ``mach_absolute_time``), so the pinned reader is called instead.
+C_CLOCKS: bool = COMPILED and sys.platform.startswith("linux")
+# how a pinned clock is read (WheelTimer._c_clock): by calling the pinned reader,
+# or in C, as time.monotonic() or as a libuv loop's time()
+_CALL = 0
+_MONOTONIC = 1
+_LIBUV = 2
 
 #: where a collected error goes when an interrupt ends the pass that collected it
 logger = logging.getLogger("purgatory")
@@ -185,12 +203,13 @@ class WheelTimer(TaskSink):
     """
 
     __slots__ = (
+        "_c_clock",
         "_clock",
         "_counter",
         "_due",
         "_errors",
         "_flushed",
-        "_monotonic",
+        "_pinned",
         "_poll_now_ms",
         "_queue",
         "_ran",
@@ -216,12 +235,14 @@ class WheelTimer(TaskSink):
                 raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
+        # the seconds reader pin_clock pinned, or None
+        self._pinned: Callable[[], float] | None = None
         # how now_ms reads the clock (see pin_clock): int(seconds() * 1000) of this
         # reader of the same clock in seconds; with None, the clock's own now_ms,
         self._seconds: Callable[[], float] | None = None
-        # or, when True (only in the compiled core, with time.monotonic pinned),
-        # CLOCK_MONOTONIC read in C: the same value, no Python call
-        self._monotonic = False
+        # or, when _c_clock is _MONOTONIC or _LIBUV (C_CLOCKS only), the pinned
+        # reader's clock read in C: the same value, no Python call
+        self._c_clock = _CALL
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
@@ -256,34 +277,47 @@ class WheelTimer(TaskSink):
         """The timer's clock, read the way ``add`` reads it. O(1).
 
         The clock's ``now_ms()``, or while a seconds reader is pinned
-        (:meth:`pin_clock`), ``int(seconds() * 1000)``; in the compiled core, when
-        that reader is ``time.monotonic``, the same value read from
-        ``CLOCK_MONOTONIC`` in C with no Python call (see :mod:`.monotonic`).
+        (:meth:`pin_clock`), ``int(seconds() * 1000)``; in the compiled core on
+        Linux, when that reader is ``time.monotonic`` or a libuv loop's ``time``,
+        the same value computed in C with no Python call (``cmonotonic.pxd``).
         """
         seconds = self._seconds
         if seconds is not None:
             now_s: float = seconds()
             return int(now_s * 1000)
-        if self._monotonic:
-            return monotonic_ms()
+        c_clock = self._c_clock
+        if c_clock:
+            if c_clock == _MONOTONIC:
+                return monotonic_ms()
+            uv_now_s: float = libuv_now_ms() / 1000  # uvloop's loop.time(), as it divides
+            return int(uv_now_s * 1000)
         return self._clock.now_ms()
 
     @property
     def pinned_clock(self) -> Callable[[], float] | None:
         """The seconds reader :meth:`pin_clock` pinned, or None. O(1)."""
-        return time.monotonic if self._monotonic else self._seconds
+        return self._pinned
 
-    def pin_clock(self, seconds: Callable[[], float] | None) -> None:
+    def pin_clock(self, seconds: Callable[[], float] | None, *, libuv: bool = False) -> None:
         """Read the clock as ``int(seconds() * 1000)`` from now on; None: through the
         clock's ``now_ms()`` again. O(1).
 
         ``seconds`` must read the *same* clock in seconds, only cheaper (the async
         shell pins the running loop's clock while the timer's reaper runs, so a
-        read skips finding the running loop).
+        read skips finding the running loop). ``libuv=True`` says it is an
+        unmodified uvloop loop's ``time`` (libuv's loop time refreshed, in
+        seconds). Where :data:`C_CLOCKS` holds, ``time.monotonic`` and such a
+        ``time`` are then computed in C to the same values, with no Python call.
         """
-        monotonic = COMPILED and seconds is time.monotonic
-        self._monotonic = monotonic
-        self._seconds = None if monotonic else seconds
+        self._pinned = seconds
+        c_clock = _CALL
+        if C_CLOCKS and seconds is not None:
+            if seconds is time.monotonic:
+                c_clock = _MONOTONIC
+            elif libuv:
+                c_clock = _LIBUV
+        self._c_clock = c_clock
+        self._seconds = seconds if c_clock == _CALL else None
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.

@@ -8,9 +8,11 @@ from collections.abc import Callable
 
 import pytest
 import trio
+import uvloop
 from trio.testing import MockClock
 
 from purgatory import LoopClock, SystemTimer
+from purgatory.aio.backends import is_libuv_time
 
 OFFSET_S = 5_000.0  # a loop whose clock runs this far ahead of time.monotonic()
 
@@ -78,3 +80,52 @@ def test_on_trio_the_pinned_clock_reads_the_runs_clock() -> None:
 
     trio.run(main, clock=MockClock(autojump_threshold=0))
     assert seen == [0, 7_000]
+
+
+class OwnTimeUvloop(uvloop.Loop):
+    """A uvloop loop whose clock is its own, not libuv's."""
+
+    def time(self) -> float:
+        return time.monotonic() + OFFSET_S
+
+
+def test_only_uvloops_own_time_is_libuvs_clock() -> None:
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        return is_libuv_time(loop.time), is_libuv_time(time.monotonic)
+
+    assert uvloop.run(main()) == (True, False)
+    assert asyncio.run(main()) == (False, False)
+    with asyncio.Runner(loop_factory=OwnTimeUvloop) as runner:
+        assert runner.run(main()) == (False, False)
+
+
+def test_on_uvloop_the_pinned_timer_reads_the_loops_time() -> None:
+    """Pinned to uvloop's clock (read in C by the compiled core on Linux), every
+    read lies between the loop's own reads around it, in whole milliseconds."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        async with SystemTimer("uv") as timer:
+            assert timer.pinned_clock == loop.time
+            for _ in range(50):
+                before = int(loop.time() * 1000)
+                read = timer.now_ms()
+                assert before <= read <= int(loop.time() * 1000)
+                await asyncio.sleep(0.0003)
+
+    uvloop.run(main())
+
+
+def test_a_uvloop_with_its_own_clock_is_read_through_its_time() -> None:
+    async def main() -> tuple[int, int]:
+        timer = SystemTimer("own")
+        async with timer:
+            now_ms = timer.now_ms()
+            monotonic_ms = int(time.monotonic() * 1000)
+        return now_ms, monotonic_ms
+
+    with asyncio.Runner(loop_factory=OwnTimeUvloop) as runner:
+        now_ms, monotonic_ms = runner.run(main())
+    ahead_ms = int(OFFSET_S * 1000)
+    assert ahead_ms - 1 <= now_ms - monotonic_ms <= ahead_ms

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
 
+import purgatory
 from purgatory import (
     DelayedOperationPurgatory,
     OperationCancelledError,
@@ -130,3 +133,45 @@ async def test_awaiters_of_a_list_an_interrupt_hit_are_failed_by_close() -> None
             p.check_and_complete("k")
     with pytest.raises(OperationCancelledError):
         await asyncio.wait_for(awaiter, 5)
+
+
+# -- the garbage collector ------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_pending_operations_leave_the_collector_while_entered_and_come_back() -> None:
+    """In the compiled core an entered purgatory's timed operations are not tracked
+    by the cyclic collector while they wait (Purgatory.untrack_pending); completing,
+    expiring, cancelling and closing hand each back. The pure core tracks all."""
+    untracked = purgatory.compiled
+    p: DelayedOperationPurgatory[MockOp] = DelayedOperationPurgatory("gc")
+    before = MockOp(10_000, "before")
+    p.try_complete_else_watch(before, ["k"])
+    assert gc.is_tracked(before)  # not entered: nothing is untracked
+    async with p:
+        done, expiring, cancelled, closed = (MockOp(10_000, n) for n in "dxcz")
+        expiring.delay_ms = 5
+        for op, key in ((done, "d"), (expiring, "x"), (cancelled, "c"), (closed, "z")):
+            p.try_complete_else_watch(op, [key])
+            assert gc.is_tracked(op) is not untracked
+        done.force_complete()
+        p.cancel_for_key("c")
+        await asyncio.sleep(0.05)
+        assert expiring.is_completed and expiring.expirations == 1
+        assert all(gc.is_tracked(op) for op in (done, expiring, cancelled))
+        assert gc.is_tracked(closed) is not untracked
+    assert gc.is_tracked(closed) and closed.is_cancelled
+    p._check_invariants()
+
+
+@pytest.mark.asyncio
+async def test_a_cycle_through_an_operation_is_collected_after_the_purgatory_closes() -> None:
+    async with DelayedOperationPurgatory[MockOp]("gc") as p:
+        op = MockOp(10_000)
+        op.itself = op  # type: ignore[attr-defined]  # a reference cycle
+        p.try_complete_else_watch(op, ["k"])
+        ref = weakref.ref(op)
+        del op
+    del p
+    gc.collect()
+    assert ref() is None

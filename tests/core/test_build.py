@@ -9,11 +9,16 @@ check what tells the builds apart and what must not.
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Any
 
 import pytest
+import setuptools
+from setuptools import Distribution, Extension
 
 import purgatory
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
@@ -21,6 +26,7 @@ from purgatory.core import build
 from purgatory.testing import ManualClock
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_flag_says_which_build_is_loaded() -> None:
@@ -126,3 +132,38 @@ def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
     p.timer.poll()
     assert plain.result() == "plain" and plain.expired and plain.note == "completed"
     p._check_invariants()
+
+
+def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """setup.py's namespace, its ``setup()`` call captured instead of run."""
+    captured: dict[str, Any] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    namespace = runpy.run_path(str(ROOT / "setup.py"))
+    namespace["captured"] = captured
+    return namespace
+
+
+def test_the_build_makes_no_extensions_when_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
+    script = _setup_script(monkeypatch)
+    assert script["captured"]["ext_modules"] == []
+    assert "building the pure-Python core" in capsys.readouterr().out
+
+
+def test_a_module_that_does_not_compile_leaves_the_pure_core(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a machine without a working C compiler gets: a warning, no failure."""
+    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")  # no cythonize: only the class is needed
+    build_ext = _setup_script(monkeypatch)["OptionalBuildExt"]
+    (tmp_path / "broken.c").write_text("this is not C;\n")
+    monkeypatch.chdir(tmp_path)
+    dist = Distribution({"ext_modules": [Extension("broken", ["broken.c"])]})
+    command = build_ext(dist)
+    command.inplace = True
+    command.ensure_finalized()
+    command.run()  # compiles broken.c, fails, and says so
+    assert "could not compile broken" in capsys.readouterr().err
+    assert not list(tmp_path.glob("broken*.so"))

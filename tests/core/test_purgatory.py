@@ -329,6 +329,38 @@ def test_try_complete_else_watch_of_itself_from_try_complete_is_refused(
     p._check_invariants()
 
 
+@pytest.mark.parametrize(
+    "change", ["cancel the key", "complete the key's last", "watch the key anew", "purge"]
+)
+def test_a_try_complete_that_changes_the_keys_list_leaves_the_operation_in_the_live_one(
+    clock: ManualClock, change: str
+) -> None:
+    """The one key's list is looked up before ``try_complete`` (one hash per
+    submission); a callback that replaces or drops that list must not leave the
+    operation in a list the purgatory no longer holds."""
+    p = manual_purgatory(clock, purge_interval=0)
+    other = MockOp(100, "other")
+    if change != "watch the key anew":
+        p.try_complete_else_watch(other, ["k"])
+    op = Hostile(100)
+
+    def act() -> object:
+        if change == "cancel the key":
+            return p.cancel_for_key("k")
+        if change == "watch the key anew":
+            return p.try_complete_else_watch(other, ["k"])
+        other.completable = True
+        if change == "purge":
+            return other.force_complete()  # purge_interval 0: purged at once
+        return p.check_and_complete("k")
+
+    op.action = act
+    assert not p.try_complete_else_watch(op, ["k"])
+    p._check_invariants()
+    assert op in p.cancel_for_key("k")  # found in the key's live list
+    p._check_invariants()
+
+
 def _nothing_changed(p: Purgatory) -> None:
     assert p.watched == 0 and p.num_delayed == 0 and p.watched_keys() == []
     assert len(p.timer) == 0
@@ -365,11 +397,12 @@ def test_a_delay_the_timer_would_refuse_changes_nothing(
     p._check_invariants()
 
 
-def test_an_unhashable_key_changes_nothing(clock: ManualClock) -> None:
+@pytest.mark.parametrize("keys", [[["b"]], ["a", ["b"]]], ids=["one key", "two keys"])
+def test_an_unhashable_key_changes_nothing(clock: ManualClock, keys: list[object]) -> None:
     p = manual_purgatory(clock)
     op = MockOp(100)
     with pytest.raises(TypeError, match=r"^keys must be hashable: unhashable type: 'list'$"):
-        p.try_complete_else_watch(op, ["a", ["b"]])  # type: ignore[list-item]
+        p.try_complete_else_watch(op, keys)
     _nothing_changed(p)
     assert op.tries == 0
     assert not p.try_complete_else_watch(op, ["a", "b"])

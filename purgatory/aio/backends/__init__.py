@@ -33,6 +33,7 @@ __all__ = [
     "Backend",
     "current_backend",
     "in_trio_run",
+    "is_libuv_time",
     "report_to_running_library",
     "require_backend",
     "running_loop",
@@ -97,6 +98,17 @@ def _time_without_loop() -> float:
     if in_trio_run():
         return sys.modules["trio"].current_time()  # type: ignore[no-any-return]
     return monotonic()
+
+
+def is_libuv_time(seconds: Callable[[], float]) -> bool:
+    """True if ``seconds`` is uvloop's own ``Loop.time`` bound to a loop (not a
+    subclass's override): libuv's loop time, refreshed by every call, which the
+    compiled core can read in C (``WheelTimer.pin_clock(..., libuv=True)``, see
+    :mod:`purgatory.aio.clock`). Never imports uvloop. O(1)."""
+    uvloop_loop = sys.modules.get("uvloop.loop")
+    if uvloop_loop is None:
+        return False
+    return getattr(seconds, "__func__", None) is getattr(uvloop_loop.Loop, "time", None)
 
 
 def time_reader(loop: asyncio.AbstractEventLoop | None) -> Callable[[], float]:
