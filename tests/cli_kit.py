@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import pytest
 
 #: The repository root: programs run with it as their working directory, so
 #: ``python -m examples.kafka_broker`` and ``python examples/simulate.py`` work.
@@ -67,3 +70,24 @@ def assert_one_line_error(
     assert result.returncode == status, (result.returncode, err)
     assert mentions in lines[0], (mentions, lines[0])
     return lines[0]
+
+
+def read_only_dir(tmp_path: Path) -> Path:
+    """An existing folder this process cannot write into.
+
+    A folder of ``tmp_path`` with mode 0o500, for an ordinary user. Root ignores
+    permission bits, so for root a folder of sysfs stands in: it exists and root
+    cannot create files in it. Skips (saying why) if neither is at hand.
+    """
+    if os.geteuid() != 0:
+        locked = tmp_path / "read-only"
+        locked.mkdir(mode=0o500)
+        return locked
+    for candidate in (Path("/sys/kernel"), Path("/sys")):
+        try:
+            with tempfile.TemporaryFile(dir=candidate):
+                pass
+        except OSError:
+            if candidate.is_dir():
+                return candidate
+    pytest.skip("running as root, and no folder here refuses root's writes")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
@@ -31,6 +32,16 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["Output"]
+
+
+def _can_write(folder: Path) -> bool:
+    """Whether a file can be made in ``folder``, found out by making one (and it is
+    gone at once): permission bits do not tell for root, nor for every filesystem."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def _local_path(text: str) -> Path | None:
@@ -65,7 +76,7 @@ class Output:
         if path.exists() and not path.is_dir():
             raise ValueError(f"--out {self.text} is a file, not a folder")
         if path.is_dir():
-            if not os.access(path, os.W_OK | os.X_OK):
+            if not _can_write(path):
                 raise ValueError(f"--out {self.text} is not writable")
             if must_be_empty and any(path.iterdir()):
                 raise ValueError(
@@ -76,7 +87,7 @@ class Output:
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        if not parent.is_dir() or not _can_write(parent):
             raise ValueError(f"--out {self.text}: cannot create it in {parent} (not writable)")
 
     def create(self) -> None:

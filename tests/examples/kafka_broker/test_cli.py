@@ -3,7 +3,6 @@ cannot start (port in use, bad host, unusable --data-dir) is one line on stderr.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
@@ -13,7 +12,7 @@ import pytest
 from kafka_broker.__main__ import parse_args
 
 from tests.childproc import Child
-from tests.cli_kit import assert_one_line_error, run_cli
+from tests.cli_kit import assert_one_line_error, read_only_dir, run_cli
 
 LIMITS = {
     "--max-partitions": ("max_partitions", 40),
@@ -108,10 +107,8 @@ def test_an_unusable_data_dir_is_one_line_and_leaves_nothing(tmp_path: Path, kin
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_a_read_only_data_dir_is_one_line(tmp_path: Path) -> None:
-    data_dir = tmp_path / "ro"
-    data_dir.mkdir(mode=0o500)
+    data_dir = read_only_dir(tmp_path)
     result = run_cli(
         ["-m", "examples.kafka_broker", "--port", "0", "--data-dir", str(data_dir)],
         timeout_s=30,
