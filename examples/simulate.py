@@ -1,6 +1,6 @@
 """Run the broker simulation: producers, consumers and followers around the purgatory.
 
-    python examples/simulate.py                      # the default run, about 20 s
+    python examples/simulate.py                      # the default run (20 s of load)
     python examples/simulate.py --duration-s 5 --no-progress --trace-path out/short.parquet
 
 Prints a live progress bar on stderr (when it is a terminal), then a summary
