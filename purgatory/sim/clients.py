@@ -63,6 +63,12 @@ _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD_BYTES = 12
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """A producer's arrival is due: resume it (unless it was cancelled meanwhile)."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def record_values(producer: int, seq: int, records: int, record_bytes: int) -> list[bytes]:
     """The values of producer ``producer``'s request ``seq``: ``p0:s17:r2:`` padded
     with dots to ``record_bytes``. O(records x record_bytes)."""
@@ -123,6 +129,8 @@ class Producer:
         timeout_ms = cfg.produce_timeout_ms
         in_flight = self.in_flight
         monotonic = time.monotonic
+        loop = asyncio.get_running_loop()
+        create_future, call_later = loop.create_future, loop.call_later
         seq = 0
         next_s = start_s
         try:
@@ -130,7 +138,15 @@ class Producer:
                 next_s += rng.expovariate(rate)
                 delay = next_s - monotonic()
                 # ahead of schedule: wait; behind: yield all the same (see the module doc)
-                await asyncio.sleep(delay if delay > 0 else 0)
+                if delay > 0:  # asyncio.sleep(delay) without looking the loop up each time
+                    waiter = create_future()
+                    timer = call_later(delay, _wake, waiter)
+                    try:
+                        await waiter
+                    finally:
+                        timer.cancel()
+                else:
+                    await asyncio.sleep(0)
                 if stopping():
                     break
                 tp = tps[rng.randrange(len(tps))]
