@@ -17,14 +17,15 @@ by then, give or take :data:`SEND_AHEAD_S` (the loop's timer granularity:
 uvloop counts whole milliseconds, so separate timers that close together would
 fire in the same loop turn anyway), at most one request per producer per turn.
 So at the default rate one wake-up serves the arrivals that fall together,
-instead of one timer, one future and one task step per request: the wake-ups
-were the largest cost per request after the broker's own work.
+instead of one timer, one future and one task step per request (the timed
+wake-ups of the default run halve). Each producer keeps its own generator, so
+its schedule and partition choices are those of a task of its own.
 
 Falling behind. The task sleeps until the next arrival when the producers are
-ahead of schedule; when one is behind (the loop cannot keep up with the offered
-rate) it still yields to the loop every turn (``asyncio.sleep(0)``), that is
-at most once per ``producers`` requests, so followers, consumers, the
-purgatories' timers and a Ctrl-C get their turn, and the run stops on time.
+ahead of schedule; when the earliest arrival is already past (the loop cannot
+keep up with the offered rate) it still yields to the loop before each such
+request (``asyncio.sleep(0)``), so followers, consumers, the purgatories'
+timers and a Ctrl-C get their turn, and the run stops on time.
 Nothing queues up: a request that is late is simply sent late, so the achieved
 rate is what the broker sustains, and :attr:`Producer.behind_s` says how far
 behind schedule the producer was when it stopped.
@@ -81,6 +82,10 @@ SEND_AHEAD_S = 0.001
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD_BYTES = 12
+
+
+def _next_arrival(producer: Producer) -> float:
+    return producer.next_s
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -202,10 +207,10 @@ async def run_producers(
     ``stopping()``, or until cancelled: it is cancelled only while it waits, never
     inside a request. See the module doc ("One task for all producers").
 
-    Each turn waits for the earliest arrival (or only yields when one is overdue),
-    then sends the request of every producer due by then (give or take
-    :data:`SEND_AHEAD_S`): at most one per producer per turn. O(producers) per
-    turn plus the requests.
+    Each turn waits for the earliest arrival, then sends the request of every
+    producer due by then (give or take :data:`SEND_AHEAD_S`), at most one per
+    producer; when the earliest is already overdue, the turn only yields and
+    sends that one. O(producers) per turn plus the requests.
     """
     monotonic = time.monotonic
     loop = asyncio.get_running_loop()
@@ -214,17 +219,21 @@ async def run_producers(
         producer.start(start_s)
     try:
         while not stopping():
-            delay = min(p.next_s for p in producers) - monotonic()
-            # ahead of schedule: wait; behind: yield all the same (see the module doc)
-            if delay > 0:  # asyncio.sleep(delay) without looking the loop up each time
-                waiter = create_future()
-                timer = call_later(delay, _wake, waiter)
-                try:
-                    await waiter
-                finally:
-                    timer.cancel()
-            else:
+            earliest = min(producers, key=_next_arrival)
+            delay = earliest.next_s - monotonic()
+            if delay <= 0:  # behind: yield all the same, once per request (module doc)
                 await asyncio.sleep(0)
+                if stopping():
+                    break
+                earliest.send()
+                continue
+            # ahead: asyncio.sleep(delay) without looking the loop up each time
+            waiter = create_future()
+            timer = call_later(delay, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
             if stopping():
                 break
             due_s = monotonic() + SEND_AHEAD_S
