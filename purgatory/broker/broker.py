@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -196,6 +196,8 @@ class Broker:
         self.segment_bytes = segment_bytes
         self.counters = BrokerCounters()
         self._origin_ms = self.clock.now_ms()  # trace times count from here
+        # a LoopClock's reader pinned to the loop the broker is entered on (see now_ms)
+        self._read_s: Callable[[], float] | None = None
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
         self._names: dict[TopicPartition, str] = {}  # str(tp) of each partition, for traces
         # invariant: one per partition when flush_ms is set, else empty; scheduled
@@ -211,7 +213,17 @@ class Broker:
     # -- partitions ----------------------------------------------------------
 
     def now_ms(self) -> int:
-        """Milliseconds since the broker was made (the trace's clock). O(1)."""
+        """Milliseconds since the broker was made (the trace's clock). O(1).
+
+        Between ``async with broker`` and its close, a :class:`~purgatory.LoopClock`
+        is read through its reader pinned to that loop
+        (:meth:`~purgatory.LoopClock.pinned_seconds`, the same clock): looking the
+        running loop up costs asyncio a ``getpid()`` system call, and the broker
+        reads the clock about twice per request.
+        """
+        read_s = self._read_s
+        if read_s is not None:
+            return int(read_s() * 1000) - self._origin_ms
         return self.clock.now_ms() - self._origin_ms
 
     def create_partition(
@@ -567,6 +579,8 @@ class Broker:
     async def __aenter__(self) -> Broker:
         await self.produce_purgatory.__aenter__()
         await self.fetch_purgatory.__aenter__()
+        if isinstance(self.clock, LoopClock):
+            self._read_s = self.clock.pinned_seconds()
         return self
 
     async def __aexit__(
@@ -583,6 +597,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True  # from here on produce and fetch refuse
+        self._read_s = None  # the loop may end after this: look it up again
         for task in self._flush_tasks.values():
             task.cancel()
         # first the purgatories (their pending operations are cancelled, and other

@@ -11,13 +11,24 @@ is one batch of ``records_per_batch`` records to a random partition, acks=-1
 producer, sequence number and index (``p0:s17:r2:...``, :func:`record_values`),
 so the read-back can rebuild and check values and order without keeping them.
 
-Falling behind. A producer sleeps until its next arrival when it is ahead of
-schedule; when it is behind (the loop cannot keep up with the offered rate) it
-still yields to the loop once per request (``asyncio.sleep(0)``), so followers,
-consumers, the purgatories' timers and a Ctrl-C get their turn, and the run
-stops on time. Nothing queues up: a request that is late is simply sent late,
-so the achieved rate is what the broker sustains, and :attr:`Producer.behind_s`
-says how far behind schedule the producer was when it stopped.
+One task for all producers (:func:`run_producers`). Each turn it waits for the
+earliest producer's next arrival, then sends the request of every producer due
+by then, give or take :data:`SEND_AHEAD_S` (the loop's timer granularity:
+uvloop counts whole milliseconds, so separate timers that close together would
+fire in the same loop turn anyway), at most one request per producer per turn.
+So at the default rate one wake-up serves the arrivals that fall together,
+instead of one timer, one future and one task step per request (the timed
+wake-ups of the default run halve). Each producer keeps its own generator, so
+its schedule and partition choices are those of a task of its own.
+
+Falling behind. The task sleeps until the next arrival when the producers are
+ahead of schedule; when the earliest arrival is already past (the loop cannot
+keep up with the offered rate) it still yields to the loop before each such
+request (``asyncio.sleep(0)``), so followers, consumers, the purgatories'
+timers and a Ctrl-C get their turn, and the run stops on time.
+Nothing queues up: a request that is late is simply sent late, so the achieved
+rate is what the broker sustains, and :attr:`Producer.behind_s` says how far
+behind schedule the producer was when it stopped.
 
 Memory. Requests still waiting for their answer are kept with their operation
 (at most ``produce_timeout_ms`` worth of them); once answered, a request is kept
@@ -52,15 +63,35 @@ from purgatory.broker import (
 
 from .config import SimulationConfig
 
-__all__ = ["CONSUMER_ERROR_BACKOFF_S", "Ack", "Consumer", "Producer", "record_values"]
+__all__ = [
+    "CONSUMER_ERROR_BACKOFF_S",
+    "SEND_AHEAD_S",
+    "Ack",
+    "Consumer",
+    "Producer",
+    "record_values",
+    "run_producers",
+]
 
 #: a consumer's wait after a fetch in which a partition errored
 CONSUMER_ERROR_BACKOFF_S = 0.01
+#: a producer whose arrival is this close after a wake-up is sent in it (see the module doc)
+SEND_AHEAD_S = 0.001
 
 # base offset, batch length (at 0 and 8); last offset delta (at 23); records count (at 57)
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD_BYTES = 12
+
+
+def _next_arrival(producer: Producer) -> float:
+    return producer.next_s
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """A producer's arrival is due: resume it (unless it was cancelled meanwhile)."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def record_values(producer: int, seq: int, records: int, record_bytes: int) -> list[bytes]:
@@ -108,40 +139,37 @@ class Producer:
         self.unanswered = 0  # requests never answered (the broker closed first)
         self.sent = 0
         self.behind_s = 0.0  # how far behind schedule it was when it stopped
+        self._rng = random.Random(config.seed * 1000 + producer_id)
+        self._rate = config.produce_rate / config.producers
+        self.next_s = 0.0  # when its next request is due (time.monotonic())
 
-    async def run(self, start_s: float, stopping: Callable[[], bool]) -> None:
-        """Produce from ``start_s`` (``time.monotonic()``) until ``stopping()``, or
-        until cancelled: it is cancelled only while it waits for its next arrival,
-        never inside a request."""
+    def start(self, start_s: float) -> None:
+        """Schedule the first arrival after ``start_s`` (``time.monotonic()``). O(1)."""
+        self.next_s = start_s + self._rng.expovariate(self._rate)
+
+    def send(self) -> None:
+        """Send the request due at :attr:`next_s` and schedule the next one; keep the
+        requests answered meanwhile as :class:`Ack`. O(batch bytes)."""
         cfg = self.config
-        pid = self.producer_id
         tps = self.partitions
-        rng = random.Random(cfg.seed * 1000 + pid)
-        rate = cfg.produce_rate / cfg.producers
-        records, record_bytes = cfg.records_per_batch, cfg.record_bytes
-        produce = self.broker.produce
-        timeout_ms = cfg.produce_timeout_ms
+        rng = self._rng
+        seq = self.sent
+        tp = tps[rng.randrange(len(tps))]
+        batch = build_batch(
+            record_values(self.producer_id, seq, cfg.records_per_batch, cfg.record_bytes)
+        )
         in_flight = self.in_flight
-        monotonic = time.monotonic
-        seq = 0
-        next_s = start_s
-        try:
-            while not stopping():
-                next_s += rng.expovariate(rate)
-                delay = next_s - monotonic()
-                # ahead of schedule: wait; behind: yield all the same (see the module doc)
-                await asyncio.sleep(delay if delay > 0 else 0)
-                if stopping():
-                    break
-                tp = tps[rng.randrange(len(tps))]
-                batch = build_batch(record_values(pid, seq, records, record_bytes))
-                in_flight.append((tp, seq, produce({tp: batch}, acks=-1, timeout_ms=timeout_ms)))
-                seq += 1
-                while in_flight and in_flight[0][2].is_done:
-                    self._settle(*in_flight.popleft())
-        finally:  # stopped, or cancelled while it waited for its next arrival
-            self.sent = seq
-            self.behind_s = max(0.0, monotonic() - next_s)
+        in_flight.append(
+            (tp, seq, self.broker.produce({tp: batch}, acks=-1, timeout_ms=cfg.produce_timeout_ms))
+        )
+        self.sent = seq + 1
+        self.next_s += rng.expovariate(self._rate)
+        while in_flight and in_flight[0][2].is_done:
+            self._settle(*in_flight.popleft())
+
+    def stop(self, now_s: float) -> None:
+        """Note how far behind schedule it is at ``now_s``. O(1)."""
+        self.behind_s = max(0.0, now_s - self.next_s)
 
     def settle_all(self) -> None:
         """Keep every answered request as an :class:`Ack`; count the rest as
@@ -170,6 +198,52 @@ class Producer:
     def pending(self) -> list[DelayedProduce]:
         """The requests still waiting for their answer. O(requests in flight)."""
         return [op for _, _, op in self.in_flight if not op.is_done]
+
+
+async def run_producers(
+    producers: Sequence[Producer], start_s: float, stopping: Callable[[], bool]
+) -> None:
+    """Drive every producer from ``start_s`` (``time.monotonic()``) until
+    ``stopping()``, or until cancelled: it is cancelled only while it waits, never
+    inside a request. See the module doc ("One task for all producers").
+
+    Each turn waits for the earliest arrival, then sends the request of every
+    producer due by then (give or take :data:`SEND_AHEAD_S`), at most one per
+    producer; when the earliest is already overdue, the turn only yields and
+    sends that one. O(producers) per turn plus the requests.
+    """
+    monotonic = time.monotonic
+    loop = asyncio.get_running_loop()
+    create_future, call_later = loop.create_future, loop.call_later
+    for producer in producers:
+        producer.start(start_s)
+    try:
+        while not stopping():
+            earliest = min(producers, key=_next_arrival)
+            delay = earliest.next_s - monotonic()
+            if delay <= 0:  # behind: yield all the same, once per request (module doc)
+                await asyncio.sleep(0)
+                if stopping():
+                    break
+                earliest.send()
+                continue
+            # ahead: asyncio.sleep(delay) without looking the loop up each time
+            waiter = create_future()
+            timer = call_later(delay, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+            if stopping():
+                break
+            due_s = monotonic() + SEND_AHEAD_S
+            for producer in producers:
+                if producer.next_s <= due_s:
+                    producer.send()
+    finally:  # stopped, or cancelled while it waited
+        now_s = monotonic()
+        for producer in producers:
+            producer.stop(now_s)
 
 
 def count_records(records: bytes) -> tuple[int, int]:

@@ -81,7 +81,7 @@ from purgatory import TopicPartition
 from purgatory.broker import Broker, Followers
 from purgatory.tracing import TraceWriter
 
-from .clients import Consumer, Producer
+from .clients import Consumer, Producer, run_producers
 from .config import SimulationConfig
 from .paths import check_output_paths
 from .progress import ProgressState, format_progress
@@ -308,8 +308,9 @@ class _Simulation:
                 tasks: list[asyncio.Task[Any]] = []
                 try:
                     producers = [
-                        asyncio.create_task(p.run(self.start_s, self.is_stopping))
-                        for p in self.producers
+                        asyncio.create_task(
+                            run_producers(self.producers, self.start_s, self.is_stopping)
+                        )
                     ]
                     self.followers.follow(self.tps)
                     others = [asyncio.create_task(c.run(self.is_finished)) for c in self.consumers]
@@ -324,7 +325,7 @@ class _Simulation:
                         await asyncio.wait_for(self._stop_load.wait(), cfg.duration_s)
                     self.stopping = True
                     load_s = self.elapsed_s()
-                    for task in producers:  # each waits for its next arrival: end that
+                    for task in producers:  # it waits for the next arrival: end that
                         task.cancel()
                     await asyncio.gather(*producers, return_exceptions=True)
                     for task in scenario:

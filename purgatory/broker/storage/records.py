@@ -95,6 +95,8 @@ _INT64_MAX = 2**63 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _BASE_OFFSET = struct.Struct(">q")
 _MAGIC_AND_DELTA = struct.Struct(">bxxxxxxi")  # magic (16), last offset delta (23)
+# base offset (0), batch length (8), last offset delta (23): where a batch ends and what follows
+_NEXT_FIELDS = struct.Struct(">qi11xi")
 _LEADER_EPOCH = struct.Struct(">i")
 assert _HEADER.size == HEADER_BYTES
 
@@ -254,10 +256,13 @@ def next_offset(records: BytesLike) -> int | None:
     position = 0
     result = None
     end = len(records)
+    unpack = _NEXT_FIELDS.unpack_from
     while position < end:
-        header = RecordBatchHeader.parse(records, position)
-        result = header.next_offset
-        position += header.size_bytes
+        if end - position < HEADER_BYTES:
+            RecordBatchHeader.parse(records, position)  # raises, saying how short it is
+        base_offset, batch_length, last_offset_delta = unpack(records, position)
+        result = base_offset + last_offset_delta + 1
+        position += batch_length + LOG_OVERHEAD_BYTES
     return result
 
 
