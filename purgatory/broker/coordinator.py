@@ -514,12 +514,9 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
         """The error code for a member's heartbeat; pushes its session back. O(1)."""
         group = self._groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is Dead:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        refused = _refuse_member(group, member_id, generation_id)
+        if group is None or refused:
+            return refused
         self._touch(group, group.members[member_id])
         if group.state is Preparing:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -562,7 +559,7 @@ class GroupCoordinator:
 
     # -- offsets ---------------------------------------------------------------------
 
-    def commit_offsets(  # noqa: PLR0911
+    def commit_offsets(
         self,
         group_id: str,
         member_id: str,
@@ -579,15 +576,12 @@ class GroupCoordinator:
             # a consumer outside group management: only while the group has no members
             if group is not None and not group.is_empty:
                 return ErrorCode.UNKNOWN_MEMBER_ID
-        elif group is None or member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        elif group.state is Dead:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is Completing:
-            return ErrorCode.REBALANCE_IN_PROGRESS
         else:
+            refused = _refuse_member(group, member_id, generation_id)
+            if group is None or refused:
+                return refused
+            if group.state is Completing:
+                return ErrorCode.REBALANCE_IN_PROGRESS
             self._touch(group, group.members[member_id])
         self.offsets.commit(group_id, offsets)
         return ErrorCode.NONE
@@ -690,3 +684,16 @@ class GroupCoordinator:
             f"rebalances={self.rebalances} expired_members={self.expired_members} "
             f"left_members={self.left_members}>"
         )
+
+
+def _refuse_member(group: GroupMetadata | None, member_id: str, generation_id: int) -> int:
+    """The error for a request that names a member of ``group`` at ``generation_id``
+    (a heartbeat, an offset commit), or NONE (0) if the member and generation are
+    current. O(1)."""
+    if group is None or member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if group.state is Dead:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
