@@ -129,13 +129,24 @@ async def advance_clock(timer: WheelTimer, timeout_ms: int) -> bool:
     """Kafka's ``advanceClock``: wait up to ``timeout_ms`` for work, then poll.
 
     Returns True if any bucket expired or any due task ran.
+
+    A loop's timer may wake the sleep a little before the time asked for, by the
+    timer's clock (uvloop arms its timers from the loop time cached when the
+    iteration began): the sleep is then taken again for what is left, so a
+    bucket that expires within ``timeout_ms`` is always processed by this call.
     """
     if type(timeout_ms) is not int or timeout_ms < 0:
         raise ValueError(f"timeout_ms must be a non-negative int, not {timeout_ms!r}")
     now_ms = timer.now_ms()
-    next_ms = timer.next_expiration_ms()
-    if timeout_ms > 0 and (next_ms is None or next_ms > now_ms):
-        sleeper = require_backend("advance_clock").sleeper(timer)
-        await sleeper.sleep(next_ms, now_ms + timeout_ms)
+    deadline_ms = now_ms + timeout_ms
+    sleeper = None
+    while now_ms < deadline_ms:
+        next_ms = timer.next_expiration_ms()
+        if next_ms is not None and next_ms <= timer.now_ms():  # due tasks: "now"
+            break
+        if sleeper is None:
+            sleeper = require_backend("advance_clock").sleeper(timer)
+        await sleeper.sleep(next_ms, deadline_ms)
+        now_ms = timer.now_ms()
     ran = timer.poll()
     return ran > 0 or timer.buckets_flushed > 0

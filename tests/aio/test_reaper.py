@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from purgatory import SystemTimer, TimerTask
+from purgatory.aio.backends.asyncio_backend import AsyncioSleeper
 
 
 class Stamp(TimerTask):
@@ -138,6 +139,32 @@ async def test_entering_twice_is_refused() -> None:
     async with timer:
         with pytest.raises(RuntimeError, match="already running"):
             await timer.__aenter__()
+
+
+@pytest.mark.asyncio
+async def test_advance_clock_sleeps_again_when_woken_before_the_bucket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # uvloop arms a timer from the loop time cached when the iteration began, so under
+    # load its timer can fire before the time asked for by the timer's clock: the first
+    # sleep here ends at once, and advance_clock must sleep again, not give up
+    out: list[tuple[int, int]] = []
+    timer = SystemTimer("manual")
+    schedule(timer, 10, out)  # within the finest wheel (20 ms): one expiry runs it
+    real_sleep = AsyncioSleeper.sleep
+    targets: list[int | None] = []
+
+    async def early_once(
+        self: AsyncioSleeper, target_ms: int | None, limit_ms: int | None = None
+    ) -> None:
+        targets.append(target_ms)
+        if len(targets) > 1:
+            await real_sleep(self, target_ms, limit_ms)
+
+    monkeypatch.setattr(AsyncioSleeper, "sleep", early_once)
+    assert await timer.advance_clock(2_000) is True
+    assert len(targets) >= 2
+    assert len(out) == 1 and out[0][1] >= out[0][0]
 
 
 @pytest.mark.asyncio
