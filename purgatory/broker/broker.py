@@ -103,6 +103,10 @@ __all__ = ["Broker", "BrokerCounters"]
 
 log = logging.getLogger("purgatory.broker")
 
+# plain ints for the per-request path (an IntEnum member costs a class lookup per read)
+_NONE = int(ErrorCode.NONE)
+_REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
+
 
 class BrokerCounters:
     """Running totals: requests, bytes in (appended) and out (returned by fetches),
@@ -300,12 +304,14 @@ class Broker:
             self.counters.bytes_in += result.size_bytes
             if self._flush_tasks:
                 self._arm_flush(tp)
+            # positional, in the fields' order (required offset, base offset, size,
+            # acks pending, error code): the per-request path
             statuses[tp] = ProducePartitionStatus(
-                required_offset=result.last_offset + 1,
-                base_offset=result.base_offset,
-                size_bytes=result.size_bytes,
-                acks_pending=acks == -1,
-                error_code=ErrorCode.REQUEST_TIMED_OUT if acks == -1 else ErrorCode.NONE,
+                result.last_offset + 1,
+                result.base_offset,
+                result.size_bytes,
+                acks == -1,
+                _REQUEST_TIMED_OUT if acks == -1 else _NONE,
             )
             if result.high_watermark_changed:
                 self.produce_purgatory.check_and_complete(tp)
@@ -356,13 +362,18 @@ class Broker:
         """A DelayedProduce over ``statuses``: completed now when no partition waits
         for acks, else traced and watched on the waiting partitions. O(partitions)."""
         op = DelayedProduce(timeout_ms, statuses, self._partitions.get)
-        pending = [tp for tp, s in statuses.items() if s.acks_pending]
+        pending = []
+        size_bytes = 0
+        for tp, status in statuses.items():
+            if status.acks_pending:
+                pending.append(tp)
+                size_bytes += status.size_bytes
         if not pending:
             op.force_complete()
             return op
         if self.recorder is not None:
             row = self._new_row("produce", "produce", pending, timeout_ms)
-            row.bytes = sum(statuses[tp].size_bytes for tp in pending)
+            row.bytes = size_bytes
             op.attach_trace(self, row, self.now_ms)
         self.produce_purgatory.try_complete_else_watch(op, pending)
         return op
@@ -466,7 +477,7 @@ class Broker:
                 out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
                 continue
             total += len(data)
-            out[tp] = FetchPartitionData(ErrorCode.NONE, hw, leo, data)
+            out[tp] = FetchPartitionData(_NONE, hw, leo, data)
         self.counters.bytes_out += total
         return out
 
@@ -557,15 +568,18 @@ class Broker:
         self, purgatory: str, kind: str, keys: Iterable[TopicPartition], timeout_ms: int
     ) -> TraceRow:
         now_ms = self.now_ms()
+        names = self._names
+        op_id = next(self._op_ids)
+        # positional: TraceRow's first six fields, in its order
         row = TraceRow(
-            op_id=next(self._op_ids),
-            purgatory=purgatory,
-            kind=kind,
-            keys=[self._names.get(tp) or str(tp) for tp in keys],
-            created_ms=now_ms,
-            deadline_ms=now_ms + timeout_ms,
+            op_id,
+            purgatory,
+            kind,
+            [names.get(tp) or str(tp) for tp in keys],
+            now_ms,
+            now_ms + timeout_ms,
         )
-        self._open_rows[row.op_id] = row
+        self._open_rows[op_id] = row
         return row
 
     def record(self, row: TraceRow) -> None:

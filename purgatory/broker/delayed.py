@@ -41,13 +41,18 @@ batches of 100 bytes::
 Both are answered through a :class:`~purgatory.tracing.TraceRecorder`, if
 given: one :class:`~purgatory.tracing.TraceRow` per operation, filled in when it completes (outcome
 ``completed``) and marked ``expired`` by ``on_expiration``.
+
+The per-partition request and answer values (``ProducePartitionResponse``,
+``FetchPartitionStatus``, ``FetchPartitionData``) are named tuples: immutable,
+compared by value, and made for every request, where a frozen dataclass would set
+each field through ``object.__setattr__`` (the cost is in BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .. import DelayedOperation, TopicPartition
 from ..tracing import TraceRecorder, TraceRow
@@ -72,8 +77,6 @@ PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
 # the codes as plain ints: compared and stored on every check
 _NONE = int(ErrorCode.NONE)
 _UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 # -------------------------------------------------------------------- produce
@@ -90,8 +93,7 @@ class ProducePartitionStatus:
     error_code: int = ErrorCode.REQUEST_TIMED_OUT
 
 
-@dataclass(frozen=True, slots=True)
-class ProducePartitionResponse:
+class ProducePartitionResponse(NamedTuple):
     """The answer for one partition: error code and the batch's base offset (-1 if none)."""
 
     error_code: int
@@ -106,7 +108,6 @@ class _TracedOperation(DelayedOperation[T]):
     def __init__(
         self,
         delay_ms: int,
-        *,
         now_ms: Callable[[], int] | None,
         recorder: TraceRecorder | None,
         trace_row: TraceRow | None,
@@ -163,7 +164,7 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
         recorder: TraceRecorder | None = None,
         trace_row: TraceRow | None = None,
     ) -> None:
-        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
+        super().__init__(delay_ms, now_ms, recorder, trace_row)
         if not statuses:
             raise ValueError("a produce needs at least one partition")
         self.statuses = dict(statuses)
@@ -179,16 +180,13 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
             if partition is None:
                 status.acks_pending = False
                 status.error_code = _UNKNOWN_TOPIC_OR_PARTITION
-            elif not partition.is_leader:
-                status.acks_pending = False
-                status.error_code = _NOT_LEADER_OR_FOLLOWER
-            elif partition.high_watermark >= status.required_offset:
-                status.acks_pending = False
-                status.error_code = (
-                    _NOT_ENOUGH_REPLICAS_AFTER_APPEND if partition.under_min_isr else _NONE
-                )
-            else:
+                continue
+            code = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if code is None:
                 pending = True
+            else:
+                status.acks_pending = False
+                status.error_code = code
         if pending:
             return False
         return self.force_complete()
@@ -207,16 +205,14 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
 # -------------------------------------------------------------------- fetch
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPartitionStatus:
+class FetchPartitionStatus(NamedTuple):
     """One partition of a fetch request: where to read and how much at most."""
 
     fetch_offset: int
     max_bytes: int = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPartitionData:
+class FetchPartitionData(NamedTuple):
     """The answer for one partition: error, high watermark, log end, the batches read."""
 
     error_code: int
@@ -247,7 +243,7 @@ class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
         recorder: TraceRecorder | None = None,
         trace_row: TraceRow | None = None,
     ) -> None:
-        super().__init__(delay_ms, now_ms=now_ms, recorder=recorder, trace_row=trace_row)
+        super().__init__(delay_ms, now_ms, recorder, trace_row)
         if not statuses:
             raise ValueError("a fetch needs at least one partition")
         self.statuses = dict(statuses)

@@ -48,7 +48,6 @@ from purgatory import TopicPartition
 
 from .broker import Broker
 from .delayed import FetchPartitionStatus
-from .errors import ErrorCode
 from .storage.records import next_offset
 
 __all__ = ["DEFAULT_ERROR_BACKOFF_MS", "DEFAULT_FETCH_MAX_BYTES", "Followers", "HighWatermarkHook"]
@@ -191,7 +190,7 @@ class Followers:
                     self.notify_if_moved(tp, hw)
             errored = False
             for tp, data in (await op).items():
-                if data.error_code != ErrorCode.NONE:
+                if data.error_code:  # not NONE (0)
                     errored = True
                     log.debug("follower %d of %s: error %d", rid, tp, data.error_code)
                 elif data.records:

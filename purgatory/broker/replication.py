@@ -47,9 +47,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import TopicPartition
-from .errors import NotEnoughReplicasError, NotLeaderError
+from .errors import ErrorCode, NotEnoughReplicasError, NotLeaderError
 from .storage.log import LogOffsetMetadata, PartitionLog
 from .storage.records import BytesLike
 
@@ -57,6 +58,11 @@ __all__ = ["LEADER_ID", "AppendResult", "LeaderPartition", "ReplicaState"]
 
 #: The replica id of the broker that leads (this broker).
 LEADER_ID = 0
+
+# plain ints for the per-check path (an IntEnum member costs a class lookup per read)
+_NONE = int(ErrorCode.NONE)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 @dataclass(slots=True)
@@ -70,9 +76,12 @@ class ReplicaState:
     last_fetch_leader_leo: int = 0  # the leader LEO when it last fetched
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """A leader append: the batch's offsets and whether the high watermark moved."""
+class AppendResult(NamedTuple):
+    """A leader append: the batch's offsets and whether the high watermark moved.
+
+    A named tuple, not a frozen dataclass: one is made per produce, and a frozen
+    dataclass sets each field through ``object.__setattr__`` (BENCHMARKS.md).
+    """
 
     base_offset: int
     last_offset: int
@@ -188,6 +197,21 @@ class LeaderPartition:
         """True when the ISR is smaller than ``min_insync_replicas``. O(1)."""
         return len(self._isr) < self.min_insync_replicas
 
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> int | None:
+        """Where an acks=-1 append ending before ``required_offset`` stands (Kafka's
+        ``checkEnoughReplicasReachOffset``): None while the high watermark is below
+        it, else its answer: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR
+        is smaller than ``min_insync_replicas``; NOT_LEADER_OR_FOLLOWER once this
+        broker no longer leads. One call per waiting produce and check. O(1).
+        """
+        if not self._is_leader:
+            return _NOT_LEADER_OR_FOLLOWER
+        if self._high_watermark < required_offset:
+            return None
+        if len(self._isr) < self.min_insync_replicas:
+            return _NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return _NONE
+
     # -- the leader's work ---------------------------------------------------
 
     def append_as_leader(self, batch: BytesLike, *, required_acks: int) -> AppendResult:
@@ -281,9 +305,12 @@ class LeaderPartition:
 
     def _update_high_watermark(self) -> bool:
         new_hw = self.log.log_end_offset
+        replicas = self._replicas
         for rid in self._isr:
             if rid != LEADER_ID:
-                new_hw = min(new_hw, self._replicas[rid].log_end_offset)
+                leo = replicas[rid].log_end_offset
+                if leo < new_hw:
+                    new_hw = leo
         if new_hw > self._high_watermark:
             self._high_watermark = new_hw
             return True

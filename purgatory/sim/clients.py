@@ -50,13 +50,12 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from purgatory import TopicPartition
 from purgatory.broker import (
     Broker,
     DelayedProduce,
-    ErrorCode,
     FetchPartitionStatus,
     build_batch,
 )
@@ -101,9 +100,12 @@ def record_values(producer: int, seq: int, records: int, record_bytes: int) -> l
     return [(b"%s%d:" % (prefix, i)).ljust(record_bytes, b".") for i in range(records)]
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """One answered produce request: where it went, what it held, and its answer."""
+class Ack(NamedTuple):
+    """One answered produce request: where it went, what it held, and its answer.
+
+    A named tuple, not a frozen dataclass: one is kept per request, and a frozen
+    dataclass sets each field through ``object.__setattr__`` (BENCHMARKS.md).
+    """
 
     tp: TopicPartition
     producer: int
@@ -291,7 +293,7 @@ class Consumer:
             response = await op
             errored = False
             for tp, data in response.items():
-                if data.error_code != ErrorCode.NONE:
+                if data.error_code:  # not NONE (0)
                     errored = True
                 elif data.records:
                     count, offsets[tp] = count_records(data.records)

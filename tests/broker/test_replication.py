@@ -117,6 +117,25 @@ def test_min_isr_refuses_acks_all_before_the_append(make_partition: MakePartitio
     assert p.log_end_offset == 2
 
 
+def test_check_enough_replicas_reach_offset(make_partition: MakePartition) -> None:
+    """The one question a waiting acks=-1 produce asks: not yet, done, done short of
+    min.insync.replicas, or no longer the leader."""
+    p = make_partition(min_insync_replicas=3, replica_lag_time_max_ms=10)
+    p.append_as_leader(batch(4), required_acks=-1)  # offsets 0..3: required offset 4
+    assert p.check_enough_replicas_reach_offset(4) is None
+    p.update_follower_fetch(1, 4, now_ms=5)
+    assert p.check_enough_replicas_reach_offset(4) is None  # follower 2 still at 0
+    p.update_follower_fetch(2, 2, now_ms=5)
+    assert p.check_enough_replicas_reach_offset(2) == ErrorCode.NONE
+    assert p.check_enough_replicas_reach_offset(4) is None
+    p.update_follower_fetch(1, 4, now_ms=20)
+    assert p.maybe_shrink_isr(now_ms=20) == ([2], True)  # HW 4 without follower 2
+    assert p.check_enough_replicas_reach_offset(4) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    p.become_follower()
+    assert p.check_enough_replicas_reach_offset(1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.check_enough_replicas_reach_offset(100) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def test_leadership_change(make_partition: MakePartition) -> None:
     p = make_partition(replica_lag_time_max_ms=100)
     p.append_as_leader(batch(2), required_acks=-1)

@@ -168,12 +168,11 @@ _crc32c_native = _load_native()
 #: Which implementation :func:`crc32c` uses: ``"crc32c"`` (the package) or ``"python"``.
 CRC32C_IMPLEMENTATION = "python" if _crc32c_native is None else "crc32c"
 
-
-def crc32c(data: BytesLike) -> int:
-    """The CRC-32C (Castagnoli) of ``data`` as an unsigned 32-bit int. O(len(data))."""
-    if _crc32c_native is not None:
-        return _crc32c_native(data)
-    return _crc32c_python(data)
+#: The CRC-32C (Castagnoli) of ``data`` as an unsigned 32-bit int. O(len(data)). The
+#: package's C function itself when it is installed (no Python call in between: a batch
+#: is checksummed about five times on its way through the simulation), else
+#: :func:`_crc32c_python`.
+crc32c: Callable[[BytesLike], int] = _crc32c_python if _crc32c_native is None else _crc32c_native
 
 
 # --------------------------------------------------------------------------- header
