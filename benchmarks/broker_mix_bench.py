@@ -62,9 +62,7 @@ class Mix:
         self.config = SimulationConfig()
         self.clock = ManualClock()
         self.writer = TraceWriter()
-        self.broker = Broker(
-            data_dir, clock=self.clock, reaper_enabled=False, recorder=self.writer
-        )
+        self.broker = Broker(data_dir, clock=self.clock, reaper_enabled=False, recorder=self.writer)
         self.tps = [TopicPartition(TOPIC, p) for p in range(self.config.partitions)]
         for tp in self.tps:
             self.broker.create_partition(
