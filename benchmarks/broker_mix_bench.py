@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from purgatory import TopicPartition
-from purgatory.broker import Broker, FetchPartitionStatus
+from purgatory.broker import Broker, DelayedFetch, FetchPartitionStatus
 from purgatory.broker.storage.records import next_offset
 from purgatory.sim import SimulationConfig
 from purgatory.sim.clients import Producer
@@ -80,7 +80,7 @@ class Mix:
         self.sent = 0
         self.rounds = 0
 
-    def _consumer_fetch(self, i: int):  # type: ignore[no-untyped-def]
+    def _consumer_fetch(self, i: int) -> DelayedFetch:
         cfg = self.config
         return self.broker.fetch(
             {

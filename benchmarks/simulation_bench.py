@@ -23,17 +23,26 @@ The script uses only :func:`purgatory.sim.run` and the summary's keys, so it
 runs against an older checkout too (``PYTHONPATH=/path/to/old/tree``): that is
 how BENCHMARKS.md compares before and after.
 
+Last, the machine's floor: the CPU one timed wake-up of the loop costs when the
+loop does nothing else, at 500, 1,500 and 15,000 wake-ups per second (9 s). On
+a virtual machine an idle CPU is handed back to the host, and the first
+microseconds after each wake-up run on cold caches and translation buffers: at
+the default rate that cost is a large part of each request's (BENCHMARKS.md).
+
 Run: ``python benchmarks/simulation_bench.py`` (``--help``); about 4 x duration
-x repeat seconds, plus the profiles.
+x repeat seconds, plus the floor and the profiles.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import io
 import platform
 import pstats
+import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +81,37 @@ def one_run(rate: float, duration_s: float, uvloop: bool) -> dict[str, Any]:
     if "achieved_produce_rate" not in summary:  # an older checkout: over the duration
         summary["achieved_produce_rate"] = round(summary["produce_requests"] / duration_s, 1)
     return summary
+
+
+async def _bare_wakes(rate: float, duration_s: float) -> float:
+    """CPU microseconds per timed wake-up of a loop doing nothing else, at ``rate``
+    exponential arrivals per second (the producers' wake-ups, without the work)."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(1)
+    wakes = 0
+    cpu0 = time.process_time()
+    next_s = start_s = time.monotonic()
+    while next_s - start_s < duration_s:
+        next_s += rng.expovariate(rate)
+        waiter: asyncio.Future[None] = loop.create_future()
+        loop.call_later(max(0.0, next_s - time.monotonic()), waiter.set_result, None)
+        await waiter
+        wakes += 1
+    return (time.process_time() - cpu0) / wakes * 1e6
+
+
+def wake_floor(rates: Sequence[float], duration_s: float, use_uvloop: bool) -> list[float]:
+    """:func:`_bare_wakes` at each rate, each on a new loop."""
+    factory = asyncio.new_event_loop
+    if use_uvloop:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    costs = []
+    for rate in rates:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            costs.append(runner.run(_bare_wakes(rate, duration_s)))
+    return costs
 
 
 def profile_top(rate: float, duration_s: float, uvloop: bool, top: int) -> str:
@@ -113,6 +153,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"{'':<{width}}  " + "  ".join(f"{name:>12}" for name in names))
     for key, label in FIGURES:
         print(f"{label:<{width}}  " + "  ".join(f"{best[n][key]!s:>12}" for n in names))
+    rates = (500.0, 1_500.0, 15_000.0)
+    floor = wake_floor(rates, 3.0, args.uvloop)
+    print(
+        "\nthe machine's floor: CPU us per bare timed wake-up of the loop (nothing else "
+        "runs), at " + ", ".join(f"{r:,.0f}/s: {c:.1f}" for r, c in zip(rates, floor, strict=True))
+    )
     if args.profile:
         for name in names:
             print(f"\ncProfile, {name} ({args.duration_s:g} s), top {args.top} by own time:")
