@@ -381,9 +381,12 @@ class PartitionLog:
         last = self._segments[-1]
         return LogOffsetMetadata(last.next_offset, last.base_offset, last.size_bytes)
 
-    def _remember_end(self) -> None:
-        """Set the log end's metadata and remember it as a recent boundary. O(1)."""
-        end = self._end_metadata = self._current_end()
+    def _remember_end(self, end: LogOffsetMetadata | None = None) -> None:
+        """Set the log end's metadata (``end``, which an append knows, or read from the
+        last segment) and remember it as a recent boundary. O(1)."""
+        if end is None:
+            end = self._current_end()
+        self._end_metadata = end
         recent = self._recent
         recent[end.offset] = end
         if len(recent) > RECENT_BOUNDARIES:
@@ -478,11 +481,7 @@ class PartitionLog:
             )
         last_offset = base_offset + header.last_offset_delta
         segment = self._segments[-1]
-        if not segment.is_empty and (
-            segment.size_bytes + size > self._segment_bytes
-            or segment.index_is_full
-            or last_offset - segment.base_offset > _INT32_MAX
-        ):
+        if segment.should_roll(size, last_offset, self._segment_bytes):
             segment = self._roll(base_offset)
         if base_offset != header.base_offset or leader_epoch is not None:
             data = with_base_offset(batch, base_offset, leader_epoch)
@@ -490,7 +489,9 @@ class PartitionLog:
             data = bytes(batch)
         segment.append(data, last_offset)
         self._size_bytes += size
-        self._remember_end()
+        self._remember_end(
+            LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size_bytes)
+        )
         self._written()
         flush_messages = self._flush_messages
         if flush_messages is not None and last_offset + 1 - self._flushed_offset >= flush_messages:

@@ -449,27 +449,44 @@ _NULL_KEY = b"\x01"  # varint -1: a null key
 _NO_HEADERS = b"\x00"  # varint 0: no headers
 
 
+#: A plain record's bytes before its value (its length, attributes, timestamp delta 0,
+#: offset delta, null key, value length), by ``offset_delta << 16 | value length``:
+#: made once per shape, a batch of equal-sized values then costs a lookup per record.
+#: At most :data:`_PLAIN_PREFIXES_MAX` shapes are kept.
+_PLAIN_PREFIXES: dict[int, bytes] = {}
+_PLAIN_PREFIXES_MAX = 4096
+
+
 def _encode_plain_records(values: Sequence[Record | bytes]) -> bytes | None:
     """The records section of plain values (``bytes``: no key, no headers, base
     timestamp), exactly as :func:`_encode_record` writes it, or None if an item is
     a :class:`Record` or too large for the one-lookup varints. O(total size)."""
-    small = _SMALL_VARINTS
     limit = _SMALL_VARINTS_LIMIT - 8  # room for the record's own fields
     if len(values) >= limit:
         return None
+    prefixes = _PLAIN_PREFIXES
     parts: list[bytes] = []
+    append = parts.append
     for delta, value in enumerate(values):
         if type(value) is not bytes:
             return None
         size = len(value)
         if size >= limit:
             return None
-        # attributes, timestamp delta 0, offset delta, null key, value, no headers
-        offset_delta = small[delta]
-        size_bytes = small[size]
-        length = 4 + len(offset_delta) + len(size_bytes) + size
-        parts += (small[length], b"\x00\x00", offset_delta, _NULL_KEY, size_bytes, value)
-        parts.append(_NO_HEADERS)
+        shape = delta << 16 | size
+        prefix = prefixes.get(shape)
+        if prefix is None:
+            small = _SMALL_VARINTS
+            offset_delta = small[delta]
+            size_bytes = small[size]
+            # attributes, timestamp delta 0, null key and header count: 4 bytes
+            length = 4 + len(offset_delta) + len(size_bytes) + size
+            prefix = small[length] + b"\x00\x00" + offset_delta + _NULL_KEY + size_bytes
+            if len(prefixes) < _PLAIN_PREFIXES_MAX:
+                prefixes[shape] = prefix
+        append(prefix)
+        append(value)
+        append(_NO_HEADERS)
     return b"".join(parts)
 
 

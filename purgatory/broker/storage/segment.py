@@ -616,6 +616,19 @@ class LogSegment:
     def index_is_full(self) -> bool:
         return self._index.is_full
 
+    def should_roll(self, size_bytes: int, last_offset: int, segment_bytes: int) -> bool:
+        """Whether a batch of ``size_bytes`` ending at ``last_offset`` must start a new
+        segment (Kafka's ``shouldRoll``): this one holds something, and the batch would
+        take it past ``segment_bytes``, or its index is full, or ``last_offset`` would
+        not fit 4 bytes relative to its base offset. One call per append. O(1).
+        """
+        size = self._size_bytes
+        return size != 0 and (
+            size + size_bytes > segment_bytes
+            or self._index.is_full
+            or last_offset - self._base_offset > _INT32_MAX
+        )
+
     # ------------------------------------------------------------ recovery
 
     def _scan_valid(self) -> tuple[list[BatchInfo], int, str]:

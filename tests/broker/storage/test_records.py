@@ -386,3 +386,14 @@ def test_plain_values_encode_exactly_as_records_do(values: list[bytes]) -> None:
     general = build_batch([Record(v) for v in values], base_timestamp_ms=1_700_000_000_000)
     assert fast == general
     assert [r.value for r in iter_records(fast)] == values
+
+
+def test_the_plain_record_prefixes_kept_are_bounded() -> None:
+    """The values-only path keeps one prefix per record shape (offset delta, size) it
+    met, up to a bound; shapes past it are encoded all the same."""
+    shapes = records._PLAIN_PREFIXES_MAX + 500
+    for size in range(shapes):  # one new shape each: offset delta 0, this size
+        value = b"s" * size
+        [record] = iter_records(build_batch([value], base_timestamp_ms=0))
+        assert record.value == value
+    assert len(records._PLAIN_PREFIXES) == records._PLAIN_PREFIXES_MAX
