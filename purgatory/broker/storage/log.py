@@ -368,8 +368,9 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        """The offset the next appended record gets. O(1)."""
-        return self._segments[-1].next_offset
+        """The offset the next appended record gets. O(1): the log end's metadata, kept
+        current by every append, roll and truncation."""
+        return self._end_metadata.offset
 
     @property
     def log_end_metadata(self) -> LogOffsetMetadata:
@@ -639,7 +640,7 @@ class PartitionLog:
         try:
             self._truncate(offset)
         finally:  # forget the boundaries that are gone (all of them if all is gone)
-            start, end = self.log_start_offset, self.log_end_offset
+            start, end = self.log_start_offset, self._segments[-1].next_offset
             self._recent = {o: m for o, m in self._recent.items() if start <= o < end}
             self._remember_end()
 
