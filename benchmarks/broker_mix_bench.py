@@ -50,8 +50,8 @@ from purgatory.tracing import TraceWriter
 
 TOPIC = "mix"
 FOLLOWERS = (1, 2)
-#: rounds between two gc.freeze() calls: the simulation freezes what survived every
-#: 100 ms, 10 follower rounds of 10 ms
+#: rounds between two gc.freeze() calls (the counts in BENCHMARKS.md were made so; the
+#: simulation itself freezes the survivors of every collection)
 FREEZE_EVERY_ROUNDS = 10
 
 
@@ -136,7 +136,7 @@ class Mix:
                 self._serve_consumers()
                 self.rounds += 1
                 if self.rounds % FREEZE_EVERY_ROUNDS == 0:
-                    gc.freeze()  # as the simulation does every 100 ms (_freeze_survivors)
+                    gc.freeze()  # the survivors, out of the collector (as the simulation does)
 
 
 async def measure(requests: int, repeat: int, round_requests: int) -> list[float]:

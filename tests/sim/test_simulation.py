@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
@@ -96,6 +97,32 @@ def test_run_on_its_own_loop_without_trace(tmp_path: Path) -> None:
     summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None, data_dir=None, uvloop=False))
     assert summary["read_back_ok"] and summary["trace_path"] is None
     assert summary["uvloop"] is False
+
+
+def test_survivors_are_frozen_during_the_run_and_handed_back_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a run lasts, what survives a collection leaves the collector (frozen);
+    afterwards nothing stays frozen and the collector's hooks are as they were."""
+    from purgatory.sim import simulation
+    from purgatory.sim.readback import read_back as original
+
+    hooks = list(gc.callbacks)
+    frozen_during: list[int] = []
+
+    def observing(
+        acks: Sequence[Ack], data_dir: Path, tps: Sequence[TopicPartition], truncated: int
+    ) -> dict[str, Any]:
+        gc.collect(0)  # a young collection: its survivors are frozen right after it
+        frozen_during.append(gc.get_freeze_count())
+        return original(acks, data_dir, tps, truncated)
+
+    monkeypatch.setattr(simulation, "read_back", observing)
+    summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None))
+    assert summary["read_back_ok"]
+    assert frozen_during and frozen_during[0] > 1000  # the run's answers, rows, logs
+    assert gc.get_freeze_count() == 0
+    assert gc.callbacks == hooks
 
 
 def run_damaging_before_read_back(
