@@ -13,7 +13,6 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -284,62 +283,9 @@ def _start_spark(
     except SparkStartError as exc:
         raise _RuntimeFailure(f"{exc} (Spark's log: {jvm_log})") from None
     finally:
-        if threading.current_thread() is threading.main_thread():
-            _quiet_ctrl_c()
-
-
-def _quiet_ctrl_c() -> None:
-    # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
-    # got the same Ctrl-C) is closing, and fails noisily: ours only stops
-    signal.signal(signal.SIGINT, _interrupted)
-
-
-class _SparkStarting:
-    """Spark starting in a background thread while the main thread goes on
-    (importing pandas and the report's modules: a few tenths of a second the
-    JVM's start hides). Inputs are checked before, so bad input never starts it.
-
-    :meth:`session` waits for it and returns the session, or raises what the
-    start raised. Leaving the ``with`` block on an error stops a session that
-    did start; one still starting is not waited for (the thread is a daemon,
-    and the JVM ends itself when this process, its input, ends).
-    """
-
-    def __init__(
-        self, args: argparse.Namespace, steps: Progress, jvm_log: Path, small_input: bool
-    ) -> None:
-        self._result: SparkSession | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(args, steps, jvm_log, small_input),
-            name="spark-start",
-            daemon=True,
-        )
-
-    def _run(
-        self, args: argparse.Namespace, steps: Progress, jvm_log: Path, small_input: bool
-    ) -> None:
-        try:
-            self._result = _start_spark(args, steps, jvm_log, small_input=small_input)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-            self._error = exc
-
-    def __enter__(self) -> _SparkStarting:
-        self._thread.start()
-        return self
-
-    def session(self) -> SparkSession:
-        self._thread.join()
-        _quiet_ctrl_c()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is not None and not self._thread.is_alive() and self._result is not None:
-            self._result.stop()
+        # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
+        # got the same Ctrl-C) is closing, and fails noisily: ours only stops
+        signal.signal(signal.SIGINT, _interrupted)
 
 
 class _Interrupted:
@@ -403,13 +349,12 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
     problems = check_local_trace(args.traces)
     if problems:
         raise _UsageError("; ".join(problems))
+    _need_spark()
+    from purgatory.analytics.report import build_report
+
     steps = Progress("report", 10, enabled=not args.quiet)
     small = _local_bytes(args.traces) <= SMALL_INPUT_BYTES
-    with _SparkStarting(args, steps, jvm_log, small) as starting:
-        _need_spark()  # while the JVM starts
-        from purgatory.analytics.report import build_report
-
-        spark = starting.session()
+    spark = _start_spark(args, steps, jvm_log, small_input=small)
     try:
         result = build_report(
             spark,
