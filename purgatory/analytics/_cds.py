@@ -5,9 +5,10 @@ some 15,000 classes from 280 jars, parsing and verifying each one. Java 13+
 can record the classes a run loaded in a *dynamic class-data-sharing archive*
 (``-XX:ArchiveClassesAtExit=FILE``, written when the JVM exits) and a later JVM
 maps that archive instead of loading the classes again
-(``-XX:SharedArchiveFile=FILE``): on this project's benchmark machine the
-session starts in about half the time and the first queries run faster too
-(BENCHMARKS.md, issue 17).
+(``-XX:SharedArchiveFile=FILE``): the session starts faster and the first
+queries run faster too (measured in BENCHMARKS.md, issue 17). Writing the
+archive slows the run that writes it (the JVM records as it loads, then
+writes the archive at exit), once per key.
 
 The archive lives in a per-user cache folder (:func:`cache_dir`:
 ``$XDG_CACHE_HOME/aio-purgatory`` or ``~/.cache/aio-purgatory``), one file per

@@ -28,7 +28,7 @@
 * with ``class_archive=True`` (the command line), a Java class-data-sharing
   archive of Spark's classes, kept in a per-user cache (:mod:`._cds`): the
   first run writes it when its JVM exits (:func:`stop_session` waits for that
-  and installs it), later runs map it and start in about half the time.
+  and installs it), later runs map it and start faster.
 
 :class:`Progress` prints one short line per pipeline stage on stderr, the
 pipeline's own replacement for Spark's progress bars.
@@ -88,7 +88,7 @@ _MEMORY = re.compile(r"[0-9]+([kmgtp]b?|b)?", re.IGNORECASE)
 #: JVM options for a small local input: the quick compiler only (a short run is
 #: mostly warm-up, which the optimising compiler would lengthen) and the serial
 #: collector (a small heap needs no concurrent GC threads competing for the
-#: cores: 1.2 s less CPU per 30k-row report, BENCHMARKS.md, issue 17)
+#: cores; measured in BENCHMARKS.md, issue 17)
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
