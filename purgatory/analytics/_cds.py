@@ -1,7 +1,7 @@
 """Java class-data sharing for the driver JVM: the classes of a report, loaded from a map.
 
 A cold report on a small trace is mostly the JVM starting: Spark's driver loads
-some 15,000 classes from 280 jars, parsing and verifying each one. Java 13+
+some 18,000 classes from 280 jars, parsing and verifying each one. Java 13+
 can record the classes a run loaded in a *dynamic class-data-sharing archive*
 (``-XX:ArchiveClassesAtExit=FILE``, written when the JVM exits) and a later JVM
 maps that archive instead of loading the classes again
