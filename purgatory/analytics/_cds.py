@@ -28,7 +28,8 @@ The lifecycle, per key:
    install a whole archive and the last one wins);
 3. later runs: :func:`plan` returns ``-XX:SharedArchiveFile=KEY.jsa``.
 
-Nothing here fails a run: an unwritable cache folder, an unknown or older Java
+Nothing here fails a run: an unwritable cache folder (or one whose path holds
+a space or a quote, which Spark's JVM options cannot carry), an unknown or older Java
 (before 13, or no ``release`` file to read its version from) or a missing jars
 folder means no archive options at all. ``PURGATORY_SPARK_CDS=0`` turns the
 archive off (for comparisons). Temporary files older than
@@ -181,10 +182,13 @@ def plan(
     if key is None:
         return None
     folder = cache_dir(env) if folder is None else folder
+    if re.search(r"[\s'\"]", str(folder)):
+        return None  # Spark splits its JVM options at spaces: no archive rather than a bad path
     archive = folder / f"{key}{_SUFFIX}"
     try:
         if archive.is_file() and archive.stat().st_size > 0:
-            os.utime(archive)  # most recently used: kept by the pruning below
+            with contextlib.suppress(OSError):  # most recently used: kept by _prune
+                os.utime(archive)
             return ArchivePlan(
                 java_options=f"-XX:SharedArchiveFile={archive} {QUIET_JVM_LOG}", archive=archive
             )

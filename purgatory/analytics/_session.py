@@ -253,7 +253,7 @@ def _archive_plan() -> _cds.ArchivePlan | None:
 
 
 #: how long :func:`stop_session` waits for the JVM to write its class archive
-ARCHIVE_WAIT_S = 60.0
+ARCHIVE_WAIT_S = 120.0
 
 
 def stop_session(spark: SparkSession, *, wait_s: float = ARCHIVE_WAIT_S) -> Path | None:

@@ -98,7 +98,7 @@ def test_a_changed_jar_or_java_is_another_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    ["off", "old java", "no java", "no jars", "cache is a file"],
+    ["off", "old java", "no java", "no jars", "cache is a file", "space in the cache path"],
 )
 def test_no_archive_options_rather_than_a_failure(tmp_path: Path, change: str) -> None:
     env, spark_home = _env(tmp_path), _spark(tmp_path)
@@ -110,8 +110,10 @@ def test_no_archive_options_rather_than_a_failure(tmp_path: Path, change: str) -
         env = {"PATH": str(tmp_path / "empty"), "XDG_CACHE_HOME": env["XDG_CACHE_HOME"]}
     elif change == "no jars":
         spark_home = tmp_path / "not-spark"
-    else:
+    elif change == "cache is a file":
         (tmp_path / "cache").write_text("a file where the cache folder should be")
+    else:
+        env["XDG_CACHE_HOME"] = str(tmp_path / "my cache")
     assert _cds.plan("4.0.0", spark_home, env=env) is None
 
 
