@@ -199,7 +199,9 @@ def build_session(
     java_options = [f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"]
     if small_input and local:
         java_options.append(SMALL_INPUT_JAVA_OPTIONS)
-    archive = _archive_plan() if class_archive and not submitted else None
+    # a user's own extraJavaOptions replace ours, the archive's with them
+    own_options = "spark.driver.extraJavaOptions" in (conf or {})
+    archive = _archive_plan() if class_archive and not submitted and not own_options else None
     if archive is not None:
         java_options.append(archive.java_options)
     settings: dict[str, str] = {
