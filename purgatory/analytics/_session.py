@@ -24,7 +24,11 @@
 * in local mode, the driver bound to 127.0.0.1 (``SPARK_LOCAL_IP``,
   ``spark.driver.host``, ``spark.driver.bindAddress``) and few shuffle
   partitions (twice the cores), since a local run never needs Spark's 200;
-* session time zone UTC, so time windows print the same everywhere.
+* session time zone UTC, so time windows print the same everywhere;
+* with ``class_archive=True`` (the command line), a Java class-data-sharing
+  archive of Spark's classes, kept in a per-user cache (:mod:`._cds`): the
+  first run writes it when its JVM exits (:func:`stop_session` waits for that
+  and installs it), later runs map it and start faster.
 
 :class:`Progress` prints one short line per pipeline stage on stderr, the
 pipeline's own replacement for Spark's progress bars.
@@ -42,6 +46,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from . import _cds
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -52,6 +58,7 @@ __all__ = [
     "build_session",
     "check_spark_options",
     "is_local_master",
+    "stop_session",
 ]
 
 DEFAULT_MASTER = "local[*]"
@@ -76,6 +83,13 @@ _MASTER = re.compile(
 )
 #: JVM memory sizes as Spark reads them: 512m, 2g, 2gb, 1073741824
 _MEMORY = re.compile(r"[0-9]+([kmgtp]b?|b)?", re.IGNORECASE)
+
+
+#: JVM options for a small local input: the quick compiler only (a short run is
+#: mostly warm-up, which the optimising compiler would lengthen) and the serial
+#: collector (a small heap needs no concurrent GC threads competing for the
+#: cores; measured in BENCHMARKS.md, issue 17)
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 class SparkStartError(RuntimeError):
@@ -139,6 +153,7 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     jvm_log: Path | None = None,
     small_input: bool = False,
+    class_archive: bool = False,
 ) -> SparkSession:
     """Start a quiet SparkSession, or return the active one as it is.
 
@@ -149,8 +164,12 @@ def build_session(
     ``jvm_log``, when given, receives the JVM's stderr (its log) instead of the
     terminal. ``small_input`` (a local run over little data, which the caller
     knows from the files' sizes) starts the JVM with its quick compiler only
-    (``-XX:TieredStopAtLevel=1``): a short run is mostly JVM warm-up, which
-    this shortens, while long runs want the optimising compiler. An active
+    and the serial collector (:data:`SMALL_INPUT_JAVA_OPTIONS`): a short run
+    is mostly JVM warm-up, which this shortens, while long runs want the
+    optimising compiler and a parallel collector.
+    ``class_archive`` starts a JVM this process launches with the per-user
+    class archive (:mod:`._cds`), or has it write one at exit: call
+    :func:`stop_session` at the end so it is installed. An active
     session is returned unchanged when ``master`` is None or its own. Raises
     :class:`SparkStartError` with the JVM's reason when Spark does not start.
     Starting the JVM takes a few seconds; reusing a running session is free.
@@ -177,12 +196,19 @@ def build_session(
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # on a cluster the workers' own Python is used: PYSPARK_PYTHON or
     # spark.pyspark.python when the user sets one, else Spark's default python3
+    java_options = [f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"]
+    if small_input and local:
+        java_options.append(SMALL_INPUT_JAVA_OPTIONS)
+    # a user's own extraJavaOptions replace ours, the archive's with them
+    own_options = "spark.driver.extraJavaOptions" in (conf or {})
+    archive = _archive_plan() if class_archive and not submitted and not own_options else None
+    if archive is not None:
+        java_options.append(archive.java_options)
     settings: dict[str, str] = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"
-        + (" -XX:TieredStopAtLevel=1" if small_input and local else ""),
+        "spark.driver.extraJavaOptions": " ".join(java_options),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
@@ -211,7 +237,50 @@ def build_session(
             f"Spark did not start on {master}: {_why_not_started(jvm_log, exc)}"
         ) from None
     spark.sparkContext.setLogLevel("WARN")
+    _Archive.writing = archive if archive is not None and archive.writing else None
     return spark
+
+
+class _Archive:
+    """The class archive this process's JVM writes at exit, if any (:func:`stop_session`)."""
+
+    writing: _cds.ArchivePlan | None = None
+
+
+def _archive_plan() -> _cds.ArchivePlan | None:
+    import pyspark
+
+    spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    return _cds.plan(pyspark.__version__, spark_home)
+
+
+#: how long :func:`stop_session` waits for the JVM to write its class archive
+ARCHIVE_WAIT_S = 120.0
+
+
+def stop_session(spark: SparkSession, *, wait_s: float = ARCHIVE_WAIT_S) -> Path | None:
+    """At the end of a run: when the JVM is writing a class archive (a first run,
+    see :mod:`._cds`), stop Spark, let the JVM exit, wait up to ``wait_s`` for it
+    and install the archive; returns its path. Otherwise does nothing (the JVM
+    exits with this process) and returns None. Never raises for the archive.
+    """
+    archive, _Archive.writing = _Archive.writing, None
+    if archive is None:
+        return None
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    spark.stop()
+    if process is None or process.stdin is None:
+        return None
+    import subprocess
+
+    try:
+        process.stdin.close()  # the gateway JVM exits on end of input, writing the archive
+        process.wait(timeout=wait_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return _cds.adopt(archive)
 
 
 class Progress:

@@ -23,6 +23,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from purgatory.analytics import build_session, write_synthetic_trace  # noqa: E402
 from purgatory.analytics.__main__ import main  # noqa: E402
+from purgatory.analytics._cds import CDS_ENV  # noqa: E402
 from purgatory.tracing import TRACE_COLUMNS  # noqa: E402
 
 if TYPE_CHECKING:
@@ -77,6 +78,16 @@ def bad_rows_table() -> Any:
     }
     schema = pa.schema([pa.field(n, types[t]) for n, t in TRACE_COLUMNS])
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_class_archive() -> Iterator[None]:
+    """The command lines the tests start run without the per-user class archive
+    (no file written under the user's cache, no first run saving one); the
+    archive's own tests (test_cds) turn it on in a cache of their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CDS_ENV, "0")
+        yield
 
 
 @pytest.fixture(scope="session")
