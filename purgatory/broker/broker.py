@@ -93,7 +93,7 @@ from .delayed import (
     FetchPartitionStatus,
     ProducePartitionStatus,
 )
-from .errors import ErrorCode, KafkaError, NotLeaderError
+from .errors import CODE_NONE, CODE_REQUEST_TIMED_OUT, ErrorCode, KafkaError, NotLeaderError
 from .replication import LeaderPartition
 from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
@@ -102,10 +102,6 @@ from .storage.records import BytesLike, CorruptRecordError
 __all__ = ["Broker", "BrokerCounters"]
 
 log = logging.getLogger("purgatory.broker")
-
-# plain ints for the per-request path (an IntEnum member costs a class lookup per read)
-_NONE = int(ErrorCode.NONE)
-_REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
 
 
 class BrokerCounters:
@@ -311,7 +307,7 @@ class Broker:
                 result.base_offset,
                 result.size_bytes,
                 acks == -1,
-                _REQUEST_TIMED_OUT if acks == -1 else _NONE,
+                CODE_REQUEST_TIMED_OUT if acks == -1 else CODE_NONE,
             )
             if result.high_watermark_changed:
                 self.produce_purgatory.check_and_complete(tp)
@@ -477,7 +473,7 @@ class Broker:
                 out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
                 continue
             total += len(data)
-            out[tp] = FetchPartitionData(_NONE, hw, leo, data)
+            out[tp] = FetchPartitionData(CODE_NONE, hw, leo, data)
         self.counters.bytes_out += total
         return out
 

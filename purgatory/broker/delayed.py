@@ -56,7 +56,7 @@ from typing import NamedTuple, TypeVar
 
 from .. import DelayedOperation, TopicPartition
 from ..tracing import TraceRecorder, TraceRow
-from .errors import ErrorCode
+from .errors import CODE_NONE, CODE_UNKNOWN_TOPIC_OR_PARTITION, ErrorCode
 from .replication import LeaderPartition
 from .storage.log import LogOffsetMetadata, OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
@@ -73,10 +73,6 @@ __all__ = [
 ]
 
 PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
-
-# the codes as plain ints: compared and stored on every check
-_NONE = int(ErrorCode.NONE)
-_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 # -------------------------------------------------------------------- produce
@@ -179,7 +175,7 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
             partition = lookup(tp)
             if partition is None:
                 status.acks_pending = False
-                status.error_code = _UNKNOWN_TOPIC_OR_PARTITION
+                status.error_code = CODE_UNKNOWN_TOPIC_OR_PARTITION
                 continue
             code = partition.check_enough_replicas_reach_offset(status.required_offset)
             if code is None:
@@ -196,7 +192,9 @@ class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionRespo
         codes = []
         for tp, s in self.statuses.items():
             code = int(s.error_code)
-            response[tp] = ProducePartitionResponse(code, s.base_offset if code == _NONE else -1)
+            response[tp] = ProducePartitionResponse(
+                code, s.base_offset if code == CODE_NONE else -1
+            )
             codes.append(code)
         self._record_trace(codes)
         return response

@@ -50,7 +50,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .. import TopicPartition
-from .errors import ErrorCode, NotEnoughReplicasError, NotLeaderError
+from .errors import (
+    CODE_NONE,
+    CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    CODE_NOT_LEADER_OR_FOLLOWER,
+    NotEnoughReplicasError,
+    NotLeaderError,
+)
 from .storage.log import LogOffsetMetadata, PartitionLog
 from .storage.records import BytesLike
 
@@ -58,11 +64,6 @@ __all__ = ["LEADER_ID", "AppendResult", "LeaderPartition", "ReplicaState"]
 
 #: The replica id of the broker that leads (this broker).
 LEADER_ID = 0
-
-# plain ints for the per-check path (an IntEnum member costs a class lookup per read)
-_NONE = int(ErrorCode.NONE)
-_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 @dataclass(slots=True)
@@ -205,12 +206,12 @@ class LeaderPartition:
         broker no longer leads. One call per waiting produce and check. O(1).
         """
         if not self._is_leader:
-            return _NOT_LEADER_OR_FOLLOWER
+            return CODE_NOT_LEADER_OR_FOLLOWER
         if self._high_watermark < required_offset:
             return None
         if len(self._isr) < self.min_insync_replicas:
-            return _NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return _NONE
+            return CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return CODE_NONE
 
     # -- the leader's work ---------------------------------------------------
 
