@@ -9,9 +9,10 @@ them (the sustained enqueue rate is the result), each with a 200 ms timeout,
 watched under one of 100 topic-partitions. Each request's completion latency is
 drawn from a log-normal distribution fitted to two quantiles: low-timeout mix
 p50 20 ms / p75 60 ms; high-timeout mix p50 200 ms / p75 400 ms. A completer
-completes the request at that moment (``force_complete``, outside the purgatory,
-as Kafka's completion thread does) if it is shorter than the timeout; the others
-expire through the timer. The keys and latencies are drawn (seeded) before the
+completes the request once that moment has passed (``force_complete``, outside
+the purgatory, as Kafka's completion thread does; from a ring of 1 ms slots, in
+the first loop turn after the slot's millisecond) if it is shorter than the
+timeout; the others expire through the timer. The keys and latencies are drawn (seeded) before the
 clock starts, so the rate measures the implementations, not ``random``.
 
 Each implementation runs in its own process (so peak memory is its own), on
@@ -22,8 +23,8 @@ uvloop:
 * ``pure``: the same with ``PURGATORY_NO_EXTENSIONS=1``, the pure-Python core;
 * ``naive``: what an asyncio user would otherwise write: one future and one
   ``loop.call_later`` per request, and a dict of per-key waiter sets;
-* ``driver``: the benchmark's own work alone (reading the draws, the completion
-  heap, the loop), what the other two rates include and cannot go faster than.
+* ``driver``: the benchmark's own work alone (reading the draws, the completer's
+  schedule, the loop), what the other rates include and cannot go faster than.
 
 ``--peer NAME=COMMAND`` adds an implementation that is not Python: COMMAND is
 run with ``--mix M --pending N --requests R --seed S`` appended and must print
@@ -46,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import heapq
 import json
 import math
 import os
@@ -70,6 +70,10 @@ TIMEOUT_MS = 200
 KEYS = [TopicPartition("bench", i) for i in range(100)]
 MIXES = {"low": (20.0, 60.0), "high": (200.0, 400.0)}
 Z75 = 0.6744897501960817  # the standard normal's 75th percentile
+#: the completer's ring of 1 ms slots: a power of two over TIMEOUT_MS, so a slot is
+#: never reused while a request in it waits
+COMPLETION_SLOTS = 1024
+SLOT_MASK = COMPLETION_SLOTS - 1
 
 
 def lognormal_params(p50: float, p75: float) -> tuple[float, float]:
@@ -187,7 +191,12 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
                 keep.append(naive.watch(KEYS[i % 100], 600_000))
         gc.collect()
         per_pending_bytes = (rss_kib() - rss0) * 1024 / pending if pending else 0.0
-        completions: list[tuple[float, int, Any]] = []
+        # the completer's schedule: a ring of 1 ms slots (a request completes in the
+        # slot of its due millisecond; every due time is under TIMEOUT_MS ahead, far
+        # inside the ring), O(1) a request where a heap costs O(log n) comparisons
+        ring: list[list[Any]] = [[] for _ in range(COMPLETION_SLOTS)]
+        waiting = 0  # requests in the ring
+        done_ms = int(loop.time() * 1000) - 1  # the slots up to this one are completed
         batch = 200
         submitted = 0
         gc_timer = GcTimer()
@@ -196,16 +205,24 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
         start_cpu = time.process_time()
 
         def complete_due(now: float) -> None:
-            while completions and completions[0][0] <= now:
-                _, _, op = heapq.heappop(completions)
-                if is_purgatory:
-                    op.force_complete()
-                elif is_naive:
-                    naive.complete(op)
+            nonlocal done_ms, waiting
+            now_ms = int(now * 1000) - 1  # the slots wholly in the past: never early
+            while done_ms < now_ms:
+                done_ms += 1
+                slot = ring[done_ms & SLOT_MASK]
+                if slot:
+                    waiting -= len(slot)
+                    for op in slot:
+                        if is_purgatory:
+                            op.force_complete()
+                        elif is_naive:
+                            naive.complete(op)
+                    slot.clear()
 
         while submitted < requests:
             now = loop.time()
             complete_due(now)
+            now_ms = now * 1000
             end = min(submitted + batch, requests)
             for i in range(submitted, end):
                 new: BenchOp | NaiveOp | None
@@ -218,12 +235,14 @@ async def run(impl: str, mix: str, requests: int, pending: int, seed: int) -> di
                     new = None  # "driver": the benchmark's own work alone
                 latency_ms = latencies[i]
                 if latency_ms < TIMEOUT_MS:
-                    heapq.heappush(completions, (now + latency_ms / 1000, i, new))
+                    # the slot of the millisecond it falls in; completed once it has passed
+                    ring[int(now_ms + latency_ms) & SLOT_MASK].append(new)
+                    waiting += 1
             submitted = end
             await asyncio.sleep(0)
         enqueue_s = time.perf_counter() - start_wall
         # drain: let the remaining completions and expirations happen
-        while completions:
+        while waiting:
             await asyncio.sleep(0.001)
             complete_due(loop.time())
         await asyncio.sleep((TIMEOUT_MS + 50) / 1000)
