@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import random
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 from purgatory import TopicPartition
 from purgatory.broker import Broker, ErrorCode
 from purgatory.sim import SimulationConfig
-from purgatory.sim.clients import Producer, run_producers, send_due
+from purgatory.sim.clients import SEND_CHUNK, Producer, run_producers, send_due
 
 
 def _broker(tmp_path: Path, tps: list[TopicPartition]) -> Broker:
@@ -80,12 +82,12 @@ async def test_send_due_sends_every_arrival_by_then_in_arrival_order(tmp_path: P
         arrivals = sorted(
             (p.next_s, p.producer_id) for p in producers if p.next_s <= 100.01
         )  # the first arrival of each producer due by then; later ones are drawn as sent
-        sent = send_due(producers, 100.01)
+        sent = send_due(producers, 100.01, 1000)
     assert sent == len(log) >= len(arrivals) >= 1
     assert [arrival for arrival, _, _ in log] == sorted(arrival for arrival, _, _ in log)
     assert all(arrival <= 100.01 for arrival, _, _ in log)
     assert all(p.next_s > 100.01 for p in producers)  # nothing due is left behind
-    assert send_due(producers, 100.01) == 0
+    assert send_due(producers, 100.01, 1000) == 0
 
 
 @pytest.mark.asyncio
@@ -108,6 +110,48 @@ async def test_the_sender_lingers_never_sends_early_and_wakes_linger_apart(
     # each wake-up waits for an arrival after the previous one, plus the linger
     assert 1 <= wakeups <= elapsed_s / linger_s + 1
     assert wakeups < len(log) / 5  # about 30 requests a wake-up at this rate and linger
+
+
+@pytest.mark.asyncio
+async def test_send_due_stops_at_its_limit_and_the_rest_stays_due(tmp_path: Path) -> None:
+    config = SimulationConfig(seed=4, produce_rate=4000.0, producers=2, records_per_batch=1)
+    broker, producers = _producers(tmp_path, config)
+    async with broker:
+        for producer in producers:
+            producer.start(0.0)
+        assert send_due(producers, 0.05, 3) == 3  # 200 or so are due
+        assert sum(p.sent for p in producers) == 3
+        assert min(p.next_s for p in producers) <= 0.05
+        rest = send_due(producers, 0.05, 10_000)
+    assert rest > 100 and all(p.next_s > 0.05 for p in producers)
+
+
+@pytest.mark.asyncio
+async def test_the_sender_lets_the_loop_breathe_every_chunk(tmp_path: Path) -> None:
+    # far above what the loop sustains: the first wake-up finds hundreds due at once
+    config = SimulationConfig(
+        seed=2, produce_rate=200_000.0, producers=2, records_per_batch=1, record_bytes=16
+    )
+    broker, producers = _producers(tmp_path, config)
+    seen: list[int] = []  # requests sent so far, at each step of another task
+    stop = False
+
+    async def watch() -> None:
+        while not stop:
+            seen.append(sum(p.sent for p in producers))
+            await asyncio.sleep(0)
+
+    start_s = time.monotonic()
+    async with broker:
+        watcher = asyncio.create_task(watch())
+        await run_producers(
+            producers, start_s, lambda: time.monotonic() - start_s > 0.1, linger_s=0.005
+        )
+        stop = True
+        await watcher
+    steps = [b - a for a, b in itertools.pairwise(seen)]
+    assert sum(p.sent for p in producers) > SEND_CHUNK
+    assert max(steps) <= SEND_CHUNK
 
 
 def test_linger_ms_is_a_setting() -> None:
