@@ -42,7 +42,12 @@ class SimulationConfig:
     produce_rate: float = setting(
         1500.0, "produce requests per second, all producers together (Poisson arrivals)"
     )
-    producers: int = setting(4, "producer tasks")
+    producers: int = setting(4, "producers (one sender drives them all)")
+    linger_ms: int = setting(
+        5,
+        "the producers' linger.ms: a request is sent up to this long after it arrives, "
+        "with every other request arrived by then (0: at its arrival)",
+    )
     records_per_batch: int = setting(5, "records in each produce request's batch")
     record_bytes: int = setting(100, "bytes per record value")
     produce_timeout_ms: int = setting(1000, "DelayedProduce timeout (acks=-1)")
@@ -108,6 +113,7 @@ class SimulationConfig:
             ),
             (0 < self.produce_rate < math.inf, "produce_rate must be > 0 and finite"),
             (self.producers >= 1, "producers must be >= 1"),
+            (self.linger_ms >= 0, "linger_ms must be >= 0"),
             (self.records_per_batch >= 1, "records_per_batch must be >= 1"),
             (self.record_bytes >= 16, "record_bytes must be >= 16"),
             (self.produce_timeout_ms >= 1, "produce_timeout_ms must be >= 1"),

@@ -5,8 +5,9 @@ partitions of topic ``sim``, each replicated to ``followers`` simulated
 followers, in real time on one event loop, through the broker's public API:
 
 * producers and consumers (:mod:`.clients`): open-loop acks=-1 produces with
-  exponential arrivals (DelayedProduce), long-polling fetches up to the high
-  watermark (DelayedFetch);
+  exponential arrivals (DelayedProduce), sent by one sender with Kafka's
+  ``linger_ms`` (5 ms), long-polling fetches up to the high watermark
+  (DelayedFetch);
 * the followers and the ISR check (:class:`~purgatory.broker.Followers`): every
   follower fetches all partitions in one request (a DelayedFetch with
   ``min_bytes=1``) and waits ``follower_lag_ms`` between fetches;
@@ -309,9 +310,14 @@ class _Simulation:
             async with broker:
                 tasks: list[asyncio.Task[Any]] = []
                 try:
-                    producers = [
+                    producers: list[asyncio.Task[Any]] = [
                         asyncio.create_task(
-                            run_producers(self.producers, self.start_s, self.is_stopping)
+                            run_producers(
+                                self.producers,
+                                self.start_s,
+                                self.is_stopping,
+                                linger_s=cfg.linger_ms / 1000,
+                            )
                         )
                     ]
                     self.followers.follow(self.tps)
