@@ -93,15 +93,13 @@ def ensure_trace(directory: Path, rows: int) -> float:
     return time.perf_counter() - start
 
 
-def run_spark(
-    trace: Path, out: Path, master: str, driver_memory: str, cache: bool
-) -> dict[str, Any]:
+def run_spark(trace: Path, out: Path, master: str, driver_memory: str) -> dict[str, Any]:
     from purgatory.analytics import build_report, build_session
 
     start = time.perf_counter()
     spark = build_session(master, driver_memory=driver_memory)
     started = time.perf_counter() - start
-    result = build_report(spark, [trace], out, cache=cache)
+    result = build_report(spark, [trace], out)
     by_kind: Any = spark.read.parquet(str(result.tables["by_kind"])).toPandas()
     jvm = _java_children()
     jvm_peak = max((_vm_hwm_mib(pid) for pid in jvm), default=float("nan"))
@@ -234,12 +232,6 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--driver-memory", default="2g", help="Spark driver memory (default 2g)")
     parser.add_argument(
-        "--no-cache",
-        dest="cache",
-        action="store_false",
-        help="re-read the trace for each figure instead of caching it in Spark",
-    )
-    parser.add_argument(
         "--small", type=Path, default=None, metavar="TRACE", help="time the CLI on this trace"
     )
     parser.add_argument(
@@ -255,7 +247,7 @@ def main() -> None:
     trace = args.trace or Path(tempfile.gettempdir()) / f"purgatory-bench-trace-{args.rows}"
 
     if args.child == "spark":
-        result = run_spark(trace, args.out, args.master, args.driver_memory, args.cache)
+        result = run_spark(trace, args.out, args.master, args.driver_memory)
         print(json.dumps(result))
         return
     if args.child == "pandas":
@@ -273,7 +265,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="purgatory-bench-") as tmp:
         spark_args = ["--child", "spark", "--trace", str(trace), "--out", f"{tmp}/spark"]
         spark_args += ["--master", args.master, "--driver-memory", args.driver_memory]
-        spark_args += [] if args.cache else ["--no-cache"]
         spark = _child(spark_args)
         pandas = _child(["--child", "pandas", "--trace", str(trace), "--out", f"{tmp}/pandas"])
 

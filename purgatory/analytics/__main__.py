@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from purgatory.analytics._session import DEFAULT_MASTER, Progress
-from purgatory.analytics._spark_figures import DEFAULT_ACCURACY
 from purgatory.analytics.figures import DEFAULT_WINDOW_MS
 from purgatory.cli import Parser, int_at_least
 
@@ -126,26 +125,11 @@ def _parser() -> argparse.ArgumentParser:
         help=f"size of the time windows over created_ms, in ms (default {DEFAULT_WINDOW_MS})",
     )
     report.add_argument(
-        "--accuracy",
-        type=int_at_least(1),
-        default=DEFAULT_ACCURACY,
-        metavar="A",
-        help="percentile_approx accuracy: percentile ranks within n/A of exact "
-        f"(default {DEFAULT_ACCURACY})",
-    )
-    report.add_argument(
         "--top-keys",
         type=int_at_least(1),
         default=20,
         metavar="K",
         help="how many of the busiest topic-partitions the report lists (default 20)",
-    )
-    report.add_argument(
-        "--no-cache",
-        dest="cache",
-        action="store_false",
-        help="re-read the Parquet for each figure instead of caching the rows "
-        "(memory, spilling to disk) across the figure jobs (default: cache)",
     )
     spark_options(report)
 
@@ -352,7 +336,7 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
     _need_spark()
     from purgatory.analytics.report import build_report
 
-    steps = Progress("report", 10, enabled=not args.quiet)
+    steps = Progress("report", 6, enabled=not args.quiet)
     small = _local_bytes(args.traces) <= SMALL_INPUT_BYTES
     spark = _start_spark(args, steps, jvm_log, small_input=small)
     try:
@@ -361,9 +345,7 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
             args.traces,
             out,
             window_ms=args.window_ms,
-            accuracy=args.accuracy,
             top_keys=args.top_keys,
-            cache=args.cache,
             progress=not args.quiet,
             first_stage=1,
         )

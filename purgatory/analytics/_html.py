@@ -103,7 +103,6 @@ class TraceReportData:
     inputs: list[str]
     rows: RowCheck
     window_ms: int
-    accuracy: int
     by_kind: pd.DataFrame
     busiest: pd.DataFrame
     windows: pd.DataFrame
@@ -318,9 +317,8 @@ def render_trace_report(data: TraceReportData) -> str:
     )
     sections.append(
         "<h2>About these figures</h2>"
-        f'<p class="note">Percentiles are Spark\'s <code>percentile_approx</code> with accuracy '
-        f"{data.accuracy:,}: the value reported is a value of the data whose rank is within "
-        f"ceil(n / {data.accuracy:,}) ranks of the exact one (n = operations in the group). "
+        '<p class="note">Percentiles are exact: the p-th percentile of a group of n values '
+        "is the value of rank max(1, ceil(p / 100 &times; n)) in the sorted group. "
         "Counts and bytes are exact.</p>"
         f'<p class="note">Every figure is also written as Parquet:</p><ul>{listing}</ul>'
     )

@@ -1,252 +1,129 @@
-"""The figures of a trace, as Spark aggregations over the valid rows.
+"""The Spark side of the report: fold a trace's rows into small *cells*.
 
-What is computed (the groups, quantiles, windows and histogram edges) is
-defined once in :mod:`.figures`, which the exact reference
-(:mod:`purgatory.analytics.exact`) reads too. Every figure is a ``groupBy``
-(after an ``explode`` for per-key figures, a ``window`` for time figures) whose
-result is small: one row per group, never per operation. The columns:
+A report's figures (:mod:`.figures`) are counts, sums, maxima, histogram
+buckets and percentiles per group. Every one of them can be computed from the
+number of rows that share a value, so Spark does not compute figures: it
+folds the rows into cells, one per distinct combination of what the figures
+group by and the one value they take percentiles of, and the driver computes
+every figure exactly from the cells (:mod:`._fold`). Two folds, each one job
+reading the Parquet once (the two jobs run concurrently):
 
-* ``operations``: rows; ``completed`` (early), ``expired``, ``cancelled`` by outcome;
-* ``latency_*_ms``: ``completed_ms - created_ms`` of operations that completed
-  early (expired operations wait their timeout; their lateness is the figure);
-* ``lateness_*_ms``: ``completed_ms - deadline_ms`` of expired operations
-  (negative when a coarse tick fires a bucket before the exact deadline);
-* percentiles are ``percentile_approx`` with accuracy ``A`` (default 10 000):
-  the value returned has a rank within ``n / A`` of the exact rank (Spark's
-  documented relative error ``1 / A``), and it is always a value of the data;
-* ``bytes``: the sum of ``bytes``; per key, an operation's bytes count for each
-  key it watches (a trace has no per-key split);
-* ``error_codes``: counts of (operation, key) results per Kafka error code,
-  named by :data:`purgatory.broker.errors.ERROR_NAMES` (``other`` if unknown);
-* histograms: counts per bucket ``[lo_ms, hi_ms)`` (:data:`.figures.HISTOGRAMS`),
-  the bucket computed in Spark by a balanced CASE tree that mirrors
-  :func:`.figures.bucket_index`: O(log buckets) comparisons per row, exact on
-  integers. The first bucket also holds anything below its edge, the last
-  anything above.
+* :func:`operation_cells`: one row per (``flags``, purgatory, kind,
+  ``window_start_ms``, outcome, ``value_ms``) with the rows' count, bytes,
+  key watches, operations with an error and latest ``created_ms``.
+  ``flags`` is the row check's bitmask (:func:`._trace.reason_flags`): an
+  impossible row keeps only its flags (every other cell column null), so the
+  row check costs no job of its own. ``value_ms`` is the latency
+  (``completed_ms - created_ms``) of an early completion, the lateness
+  (``completed_ms - deadline_ms``, negative when a coarse tick fires early)
+  of an expiry, null for a cancellation. The per-kind and per-window tables
+  and both histograms come from these cells.
+* :func:`pair_cells`: the valid rows' (operation, key) pairs, exploded once
+  and folded into one row per (purgatory, kind, key, code, outcome,
+  ``value_ms``) with the pairs' count and bytes (an operation's bytes count
+  for each key it watches; a trace has no per-key split). The per-key table
+  and the error codes come from these cells.
 
-Cost: each figure is one job reading the needed columns of the trace, O(rows)
-work spread over the executors and O(groups x A) memory for the percentile
-summaries. Each result comes as one sorted partition (``coalesce(1)`` then
-``sortWithinPartitions``): small, in order, and without the extra sampling
-job a global ``orderBy`` costs.
+Example: three produce operations in window 0 completing after 4, 4 and
+9 ms fold into two cells, ``(0, produce, produce, 0, completed, 4)`` with
+count 2 and ``(..., 9)`` with count 1; the median latency is read from the
+cells' running counts (rank 2 of 3 falls in the first cell: 4 ms).
+
+Cost: O(rows) per fold, spread over the executors, with no shuffle of rows
+(each task pre-aggregates its rows into cells before the exchange). The cells
+are few because the values are integer milliseconds: their number is bounded
+by the distinct (window, kind, outcome, value) combinations, not by the rows
+(a 10-million-row synthetic trace of 500 s folds into about 0.6 million
+operation cells and 0.2 million pair cells). Only the cells reach the driver.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .figures import BY_KIND, BY_PARTITION, LATENESS_QUANTILES, WINDOWS, Summary
+from ._trace import reason_flags
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = [
-    "DEFAULT_ACCURACY",
-    "by_kind",
-    "by_partition",
-    "error_codes",
-    "histogram",
-    "prepare",
-    "windows",
-]
+__all__ = ["OPERATION_CELL_KEYS", "PAIR_CELL_KEYS", "operation_cells", "pair_cells"]
 
-#: percentile_approx's accuracy: rank error at most rows / accuracy
-DEFAULT_ACCURACY = 10_000
+#: what an operation cell groups by; its aggregates are rows, bytes,
+#: key_watches, with_error and last_created_ms
+OPERATION_CELL_KEYS = ("flags", "purgatory", "kind", "window_start_ms", "outcome", "value_ms")
+#: what a pair cell groups by; its aggregates are rows and bytes
+PAIR_CELL_KEYS = ("purgatory", "kind", "key", "code", "outcome", "value_ms")
 
 
-def prepare(valid: DataFrame) -> DataFrame:
-    """Add ``latency_ms`` (early completions), ``lateness_ms`` (expiries), ``errors``."""
+def _value_ms() -> Column:
+    """Latency of an early completion, lateness of an expiry, else null."""
     from pyspark.sql import functions as F
 
-    outcome = F.col("outcome")
-    return valid.select(
-        "purgatory",
-        "kind",
-        "keys",
-        "error_codes",
-        "created_ms",
-        "outcome",
-        "bytes",
-        F.when(outcome == "completed", F.col("completed_ms") - F.col("created_ms")).alias(
-            "latency_ms"
-        ),
-        F.when(outcome == "expired", F.col("completed_ms") - F.col("deadline_ms")).alias(
-            "lateness_ms"
-        ),
+    outcome, completed = F.col("outcome"), F.col("completed_ms")
+    return F.when(outcome == "completed", completed - F.col("created_ms")).when(
+        outcome == "expired", completed - F.col("deadline_ms")
     )
 
 
-def _counts() -> list[Column]:
-    from pyspark.sql import functions as F
-
-    def count_of(outcome: str) -> Column:
-        return F.sum((F.col("outcome") == outcome).cast("long")).alias(outcome)
-
-    return [
-        F.count(F.lit(1)).alias("operations"),
-        count_of("completed"),
-        count_of("expired"),
-        count_of("cancelled"),
-        F.sum("bytes").alias("bytes"),
-    ]
-
-
-def _percentiles(column: str, prefix: str, qs: dict[str, float], accuracy: int) -> list[Column]:
-    """percentile_approx aggregates, one array per column, split by the caller."""
-    from pyspark.sql import functions as F
-
-    return [F.percentile_approx(column, list(qs.values()), accuracy).alias(f"_{prefix}")]
-
-
-def _split(frame: DataFrame, prefix: str, qs: dict[str, float]) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    cols = [
-        F.col(f"_{prefix}").getItem(i).alias(f"{prefix}_{name}_ms") for i, name in enumerate(qs)
-    ]
-    return frame.select("*", *cols).drop(f"_{prefix}")
-
-
-def _latency_lateness(accuracy: int, summary: Summary) -> list[Column]:
-    from pyspark.sql import functions as F
-
-    return [
-        *_percentiles("latency_ms", "latency", summary.latency_quantiles, accuracy),
-        F.max("latency_ms").alias("latency_max_ms"),
-        *_percentiles("lateness_ms", "lateness", LATENESS_QUANTILES, accuracy),
-        F.max("lateness_ms").alias("lateness_max_ms"),
-    ]
-
-
-def _finish(frame: DataFrame, summary: Summary) -> DataFrame:
-    latency_qs = summary.latency_quantiles
-    frame = _split(_split(frame, "latency", latency_qs), "lateness", LATENESS_QUANTILES)
-    order = list(summary.keys)
-    first = [*order, "operations", "completed", "expired", "cancelled"]
-    latency = [f"latency_{q}_ms" for q in latency_qs] + ["latency_max_ms"]
-    lateness = [f"lateness_{q}_ms" for q in LATENESS_QUANTILES] + ["lateness_max_ms"]
-    rest = [c for c in frame.columns if c not in {*first, *latency, *lateness}]
-    return _sorted(frame.select(*first, *latency, *lateness, *rest), order)
-
-
-def _sorted(frame: DataFrame, order: list[str]) -> DataFrame:
-    """One partition, sorted: a small result in order without the sampling job
-    a global ``orderBy`` runs to range-partition its input."""
-    return frame.coalesce(1).sortWithinPartitions(*order)
-
-
-def by_kind(prepared: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per (purgatory, kind): counts, latency p50/p99/p999/max, lateness p50/p99/max,
-    bytes, key watches, operations with an error."""
-    from pyspark.sql import functions as F
-
-    has_error = F.exists("error_codes", lambda c: c != 0).cast("long")
-    frame = prepared.groupBy(*BY_KIND.keys).agg(
-        *_counts(),
-        *_latency_lateness(accuracy, BY_KIND),
-        F.sum(F.size("keys").cast("long")).alias("key_watches"),
-        F.sum(has_error).alias("with_error"),
-    )
-    return _finish(frame, BY_KIND)
-
-
-def by_partition(prepared: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per (purgatory, key): each operation once per key it watches; ``errors`` counts
-    the keys answered with a non-zero code."""
-    from pyspark.sql import functions as F
-
-    pairs = prepared.select(
-        "purgatory",
-        "outcome",
-        "bytes",
-        "latency_ms",
-        "lateness_ms",
-        F.explode(F.arrays_zip("keys", "error_codes")).alias("kc"),
-    ).select("*", F.col("kc.keys").alias("key"), F.col("kc.error_codes").alias("code"))
-    frame = pairs.groupBy(*BY_PARTITION.keys).agg(
-        *_counts(),
-        *_latency_lateness(accuracy, BY_PARTITION),
-        F.sum((F.col("code") != 0).cast("long")).alias("errors"),
-    )
-    return _finish(frame, BY_PARTITION)
-
-
-def windows(prepared: DataFrame, window_ms: int, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per tumbling window of ``window_ms`` over ``created_ms`` (aligned to 0, as
-    :func:`.figures.window_start_ms`) and (purgatory, kind): counts, latency
-    p50/p99/max, lateness p50/p99/max, bytes."""
+def operation_cells(trace: DataFrame, window_ms: int) -> DataFrame:
+    """The trace's rows folded into operation cells (see the module docstring);
+    impossible rows keep only their flags. O(rows), one job when collected."""
     from pyspark.sql import functions as F
 
     if window_ms <= 0:
         raise ValueError(f"window_ms must be positive, not {window_ms}")
-    window = F.window(F.timestamp_millis(F.col("created_ms")), f"{window_ms} milliseconds")
-    frame = prepared.groupBy(window.alias("w"), "purgatory", "kind").agg(
-        *_counts(), *_latency_lateness(accuracy, WINDOWS)
+    flags = reason_flags()
+    valid = flags == 0
+
+    def when_valid(column: Column) -> Column:
+        return F.when(valid, column)
+
+    created = F.col("created_ms")
+    has_error = F.exists("error_codes", lambda c: c != 0).cast("long")
+    rows = trace.select(
+        flags.alias("flags"),
+        when_valid(F.col("purgatory")).alias("purgatory"),
+        when_valid(F.col("kind")).alias("kind"),
+        # floor to the window (pmod keeps it right for negative times too)
+        when_valid(created - F.pmod(created, F.lit(window_ms))).alias("window_start_ms"),
+        when_valid(F.col("outcome")).alias("outcome"),
+        when_valid(_value_ms()).alias("value_ms"),
+        when_valid(F.col("bytes")).alias("bytes"),
+        when_valid(F.size("keys").cast("long")).alias("key_watches"),
+        when_valid(has_error).alias("with_error"),
+        when_valid(created).alias("created_ms"),
     )
-    frame = frame.select(
-        F.unix_millis(F.col("w.start")).alias("window_start_ms"),
-        F.unix_millis(F.col("w.end")).alias("window_end_ms"),
-        *[c for c in frame.columns if c != "w"],
+    return rows.groupBy(*OPERATION_CELL_KEYS).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum("bytes").alias("bytes"),
+        F.sum("key_watches").alias("key_watches"),
+        F.sum("with_error").alias("with_error"),
+        F.max("created_ms").alias("last_created_ms"),
     )
-    return _finish(frame, WINDOWS)
 
 
-def error_codes(prepared: DataFrame) -> DataFrame:
-    """Per (purgatory, kind, error_code): (operation, key) results with that code, named."""
+def pair_cells(trace: DataFrame) -> DataFrame:
+    """The valid rows' (operation, key) pairs folded into pair cells. O(pairs),
+    one job when collected."""
     from pyspark.sql import functions as F
 
-    from purgatory.broker.errors import ERROR_NAMES
-
-    names = F.create_map(*[x for c, n in ERROR_NAMES.items() for x in (F.lit(c), F.lit(n))])
-    frame = (
-        prepared.select("purgatory", "kind", F.explode("error_codes").alias("error_code"))
-        .groupBy("purgatory", "kind", "error_code")
-        .agg(F.count(F.lit(1)).alias("results"))
-    )
-    frame = frame.select(
+    pairs = trace.where(reason_flags() == 0).select(
         "purgatory",
         "kind",
-        "error_code",
-        F.coalesce(names[F.col("error_code").cast("int")], F.lit("other")).alias("error_name"),
-        "results",
+        "outcome",
+        _value_ms().alias("value_ms"),
+        "bytes",
+        F.explode(F.arrays_zip("keys", "error_codes")).alias("kc"),
     )
-    return _sorted(frame, ["purgatory", "kind", "error_code"])
-
-
-def bucket_index(value: Column, edges: tuple[int, ...]) -> Column:
-    """The bucket of ``value`` as :func:`.figures.bucket_index` defines it: the
-    number of edges <= value, minus one, clamped to [0, len(edges) - 1]. A
-    balanced tree of comparisons: O(log len(edges)) per row."""
-    from pyspark.sql import functions as F
-
-    def count_le(lo: int, hi: int) -> Column:
-        # edges[:lo] are known <= value and edges[hi:] known > value
-        if lo == hi:
-            return F.lit(max(lo - 1, 0))
-        mid = (lo + hi) // 2
-        return F.when(value < F.lit(edges[mid]), count_le(lo, mid)).otherwise(count_le(mid + 1, hi))
-
-    return count_le(0, len(edges))
-
-
-def histogram(prepared: DataFrame, column: str, edges: tuple[int, ...]) -> DataFrame:
-    """Per (purgatory, kind, bucket) of ``column`` (nulls skipped): lo_ms, hi_ms, count."""
-    from pyspark.sql import functions as F
-
-    lows = F.array(*[F.lit(e) for e in edges])
-    highs = F.array(*[F.lit(e) for e in edges[1:]], F.lit(None).cast("long"))
-    frame = (
-        prepared.where(F.col(column).isNotNull())
-        .select("purgatory", "kind", bucket_index(F.col(column), edges).alias("bucket"))
-        .groupBy("purgatory", "kind", "bucket")
-        .agg(F.count(F.lit(1)).alias("count"))
-    )
-    frame = frame.select(
+    pairs = pairs.select(
         "purgatory",
         "kind",
-        "bucket",
-        F.element_at(lows, F.col("bucket") + 1).cast("long").alias("lo_ms"),
-        F.element_at(highs, F.col("bucket") + 1).cast("long").alias("hi_ms"),
-        "count",
+        F.col("kc.keys").alias("key"),
+        F.col("kc.error_codes").alias("code"),
+        "outcome",
+        "value_ms",
+        "bytes",
     )
-    return _sorted(frame, ["purgatory", "kind", "bucket"])
+    return pairs.groupBy(*PAIR_CELL_KEYS).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("bytes").alias("bytes")
+    )

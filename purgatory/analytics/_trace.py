@@ -8,13 +8,15 @@ column named, per file). :func:`read_trace` then reads local inputs with the
 trace's schema given (no schema-inference job) and URLs (``hdfs://``, ...) with
 schema merging, checked the same way. Extra columns are allowed and ignored.
 
-:func:`check_rows` classifies rows in one pass. A row is *impossible* when it
+:func:`reason_flags` classifies a row in one bitmask. A row is *impossible* when it
 has a null where the schema forbids one, completed before it was created, has a
 deadline before its creation, negative bytes, an outcome outside
 :data:`~purgatory.tracing.OUTCOMES`, or a different number of error codes
-and keys. Each reason is counted on its own (a row may count under several),
-bad rows are counted once in total, and only the valid rows go on to the
-figures. Nothing is dropped silently: the counts are written to the report.
+and keys. The report counts rows per bitmask in the same pass that folds
+them (:mod:`._spark_figures`), and :func:`row_check` turns the counts into a
+:class:`RowCheck`: each reason counted on its own (a row may count under
+several), bad rows once in total. Only the valid rows go on to the figures.
+Nothing is dropped silently: the counts are written to the report.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ __all__ = [
     "check_local_trace",
     "check_rows",
     "read_trace",
+    "reason_flags",
+    "row_check",
     "spark_schema",
     "trace_files",
 ]
@@ -254,23 +258,47 @@ def reason_columns() -> dict[str, Column]:
     }
 
 
-def check_rows(trace: DataFrame) -> tuple[DataFrame, RowCheck]:
-    """The valid rows (lazily) and the counts of impossible ones (one Spark job, O(rows))."""
+def reason_flags() -> Column:
+    """A row's problems as a bitmask: bit ``i`` set when the ``i``-th reason of
+    :data:`REASONS` holds; 0 for a valid row. O(1) per row."""
     from pyspark.sql import functions as F
 
-    reasons = reason_columns()
-    any_bad = reduce(lambda a, b: a | b, reasons.values())
-    aggs = [F.count(F.lit(1)).alias("total"), F.sum(any_bad.cast("long")).alias("bad")]
-    aggs += [F.sum(col.cast("long")).alias(name) for name, col in reasons.items()]
-    aggs.append(F.max(F.when(~any_bad, F.col("created_ms"))).alias("last_created_ms"))
-    row = trace.agg(*aggs).first()
-    assert row is not None
-    counts = {name: int(row[name] or 0) for name in reasons}
-    last = row["last_created_ms"]
-    check = RowCheck(
-        total=int(row["total"]),
-        bad=int(row["bad"] or 0),
-        reasons=counts,
-        last_created_ms=None if last is None else int(last),
+    bits = [
+        F.when(col, F.lit(1 << i)).otherwise(F.lit(0))
+        for i, col in enumerate(reason_columns().values())
+    ]
+    return reduce(lambda a, b: a + b, bits)
+
+
+def row_check(rows_by_flags: dict[int, int], last_created_ms: int | None) -> RowCheck:
+    """The row check from the rows counted per :func:`reason_flags` value. O(flag values)."""
+    reasons = {
+        reason: sum(n for flags, n in rows_by_flags.items() if flags >> i & 1)
+        for i, reason in enumerate(REASONS)
+    }
+    return RowCheck(
+        total=sum(rows_by_flags.values()),
+        bad=sum(n for flags, n in rows_by_flags.items() if flags),
+        reasons=reasons,
+        last_created_ms=last_created_ms,
     )
-    return trace.where(~any_bad), check
+
+
+def check_rows(trace: DataFrame) -> tuple[DataFrame, RowCheck]:
+    """The valid rows (lazily) and the counts of impossible ones (one Spark job,
+    O(rows)): rows counted per :func:`reason_flags` value. The report gets the
+    same counts from its fold instead (no job of their own)."""
+    from pyspark.sql import functions as F
+
+    flags = reason_flags()
+    counted = trace.groupBy(flags.alias("flags")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.max(F.when(flags == 0, F.col("created_ms"))).alias("last_created_ms"),
+    )
+    found = counted.collect()
+    last = [row["last_created_ms"] for row in found if row["flags"] == 0]
+    check = row_check(
+        {int(row["flags"]): int(row["rows"]) for row in found},
+        int(last[0]) if last and last[0] is not None else None,
+    )
+    return trace.where(flags == 0), check

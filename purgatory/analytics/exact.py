@@ -5,11 +5,10 @@ measured against (``benchmarks/analytics_bench.py``). It loads the whole trace
 into memory, so it is bounded by one machine's RAM, and computes:
 
 * the impossible-row counts with the same reasons as :mod:`._trace`;
-* every figure of :mod:`.figures` (as :mod:`._spark_figures` computes it),
-  with the same columns, except that
-  percentiles are exact: the value of 1-based rank ``max(1, ceil(q * n))`` in
-  the sorted group (the "inverted CDF" definition, which ``percentile_approx``
-  approximates), the rank :func:`purgatory.core.quantile_rank` gives.
+* every figure of :mod:`.figures` (as the report computes it from Spark's
+  cells, :mod:`._fold`), with the same columns; percentiles are the value of
+  1-based rank ``max(1, ceil(q * n))`` in the sorted group (the "inverted
+  CDF" definition), the rank :func:`purgatory.core.quantile_rank` gives.
   Percentiles come from one sort per figure: values are sorted by (group,
   value), each group's rank is computed once per quantile by that function
   (O(groups) calls, not O(rows)) and read by index, O(n log n) in all.

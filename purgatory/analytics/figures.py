@@ -1,9 +1,10 @@
 """What the trace report computes, defined once: the figures, their quantiles,
 time windows and histogram edges.
 
-Two implementations compute these figures: the Spark job
-(:mod:`._spark_figures`, percentiles by ``percentile_approx``) and its exact
-reference on one machine (:mod:`.exact`, exact quantiles). Both read every
+Two implementations compute these figures: the Spark job (Spark folds the
+rows into cells, :mod:`._spark_figures`, and the driver computes the figures
+from them, :mod:`._fold`) and its reference on one machine (:mod:`.exact`,
+from the rows). Both are exact, percentiles included, and read every
 choice from here, so they cannot drift apart; the tests compare their results.
 
 * Summary figures (:data:`SUMMARIES`): one row per group, with operation

@@ -1,30 +1,25 @@
-"""The trace report: read, check, aggregate with Spark, write Parquet and one HTML page.
+"""The trace report: read, check, fold with Spark, write Parquet and one HTML page.
 
 :func:`build_report` runs these stages, printing a progress line after each:
 
 1. read the trace (Parquet files or folders): local inputs are checked on the
    driver (:func:`._trace.check_local_trace`, footers only) and read with the
    trace's schema given, so no Spark job runs here;
-2. count impossible rows per reason in one job, which also fills the cache:
-   the trace's rows are persisted (memory, spilling to disk) as that job reads
-   them, so the Parquet is read once for the whole report;
-3. to 8. each figure of :mod:`.figures` (per kind, per partition, time windows,
-   error codes, latency and lateness histograms; the Spark code is
-   :mod:`._spark_figures`) computed from the cached valid rows and written as
-   Parquet under ``OUT/tables/<figure>/``; up to
-   :data:`CONCURRENT_FIGURES_MAX_ROWS` rows the six figures run as concurrent
-   Spark jobs (one driver thread each), so small traces do not wait on six
-   rounds of job latency; larger traces run them one after another (each job
-   already keeps every core busy, and holds its aggregation buffers alone). Each figure is
-   one job; its small result is kept in memory, so reading it back for the
-   page costs no pass over the data;
-9. render ``OUT/report.html`` (written by the driver: see :mod:`._out`).
+2. fold the rows into cells (:mod:`._spark_figures`): two concurrent jobs,
+   each reading the Parquet once, one folding the operations (and counting the
+   impossible rows per reason, :mod:`._trace`), one folding the valid rows'
+   (operation, key) pairs; only the cells reach the driver, and nothing is
+   cached;
+3. compute every figure of :mod:`.figures` from the cells on the driver,
+   exactly (:mod:`._fold`: counts, bytes, maxima, histogram buckets, and
+   percentiles by rank from the cells' running counts);
+4. write each figure as Parquet under ``OUT/tables/<figure>/`` (Spark writes
+   them, wherever it can write: one small job per table, concurrently);
+5. render ``OUT/report.html`` (written by the driver: see :mod:`._out`).
 
-Jobs: one for the row check, then per figure one write and one collect of
-the cached result; the rows are read from Parquet once. Only aggregates
-reach the driver: the row-check counts, the per-kind table, the busiest keys
-(top N), the windows (at most :data:`MAX_CHART_ROWS`) and the histograms.
-Raw rows never do.
+Jobs: two folds over the rows, then one write per table. Only aggregates
+reach the driver: the cells (bounded by the distinct (group, outcome, value)
+combinations, not by the rows) and nothing else. Raw rows never do.
 
 The output layout::
 
@@ -41,10 +36,9 @@ The output layout::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -52,8 +46,8 @@ from . import _spark_figures as spark_figures
 from ._html import TraceReportData, render_trace_report
 from ._out import Output
 from ._session import Progress
-from ._trace import REASONS, RowCheck, check_rows, read_trace
-from .figures import BY_KIND, BY_PARTITION, DEFAULT_WINDOW_MS, HISTOGRAMS, WINDOWS
+from ._trace import REASONS, RowCheck, read_trace
+from .figures import BY_KIND, BY_PARTITION, DEFAULT_WINDOW_MS, WINDOWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,9 +60,7 @@ DEFAULT_TOP_KEYS = 20
 #: charts, in window order; the Parquet has all
 MAX_CHART_ROWS = 20_000
 
-_STAGES = 9
-#: up to this many rows the figure jobs run concurrently
-CONCURRENT_FIGURES_MAX_ROWS = 1_000_000
+_STAGES = 5
 
 
 @dataclass(frozen=True)
@@ -87,9 +79,7 @@ def build_report(
     out_dir: str | Path | Output,
     *,
     window_ms: int = DEFAULT_WINDOW_MS,
-    accuracy: int = spark_figures.DEFAULT_ACCURACY,
     top_keys: int = DEFAULT_TOP_KEYS,
-    cache: bool = True,
     progress: bool = True,
     stream: TextIO | None = None,
     first_stage: int = 0,
@@ -97,21 +87,16 @@ def build_report(
     """Analyse ``traces`` and write the report and its tables under ``out_dir``
     (a local folder or a URL: :class:`._out.Output`).
 
-    ``window_ms`` sizes the time windows; ``accuracy`` is percentile_approx's
-    (rank error at most n / accuracy); ``top_keys`` how many busiest keys the
-    HTML lists; ``cache`` keeps the rows (memory, spilling to disk) after the
-    row check reads them, instead of re-reading the Parquet for every figure.
-    ``first_stage`` numbers the progress lines after the caller's own
-    (the CLI counts starting Spark as a stage). O(rows) work per figure,
-    spread over the cluster; raises :class:`~purgatory.analytics.TraceSchemaError`
-    for a bad trace.
+    ``window_ms`` sizes the time windows; ``top_keys`` how many busiest keys the
+    HTML lists. ``first_stage`` numbers the progress lines after the caller's own
+    (the CLI counts starting Spark as a stage). O(rows) work in two passes,
+    spread over the cluster, then O(c log c) on the driver for ``c`` cells;
+    raises :class:`~purgatory.analytics.TraceSchemaError` for a bad trace.
     """
-    from pyspark import StorageLevel
+    from . import _fold
 
     if window_ms <= 0:
         raise ValueError(f"window_ms must be positive, not {window_ms}")
-    if not 1 <= accuracy <= 2**31 - 1:
-        raise ValueError(f"accuracy must be a positive int, not {accuracy}")
     if top_keys <= 0:
         raise ValueError(f"top_keys must be positive, not {top_keys}")
     started = time.perf_counter()
@@ -123,66 +108,48 @@ def build_report(
     with steps.stage("trace read, schema checked"):
         trace = read_trace(spark, traces)
     out.create()
-    if cache:
-        trace = trace.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        with steps.stage("rows checked" + (", rows cached" if cache else "")):
-            valid, rows = check_rows(trace)
-            tables = {"row_checks": _write(_row_checks(spark, rows), out, "row_checks")}
-        prepared = spark_figures.prepare(valid)
-        figures: list[tuple[str, str, Callable[[], DataFrame]]] = [
-            (BY_KIND.name, BY_KIND.label, lambda: spark_figures.by_kind(prepared, accuracy)),
-            (
-                BY_PARTITION.name,
-                BY_PARTITION.label,
-                lambda: spark_figures.by_partition(prepared, accuracy),
-            ),
-            (
-                WINDOWS.name,
-                WINDOWS.label,
-                lambda: spark_figures.windows(prepared, window_ms, accuracy),
-            ),
-            ("error_codes", "error codes", lambda: spark_figures.error_codes(prepared)),
-            *(
-                (h.name, h.label, partial(spark_figures.histogram, prepared, h.column, h.edges))
-                for h in HISTOGRAMS
-            ),
+    with steps.stage("rows checked, operations and keys folded"), ThreadPoolExecutor(2) as pool:
+        folds = [
+            pool.submit(cells.toPandas)
+            for cells in (
+                spark_figures.operation_cells(trace, window_ms),
+                spark_figures.pair_cells(trace),
+            )
         ]
-        limits = {BY_PARTITION.name: top_keys, WINDOWS.name: MAX_CHART_ROWS + 1}
-
-        def figure(name: str, label: str, build: Callable[[], DataFrame]) -> pd.DataFrame:
-            with steps.stage(label):
-                frame = build().persist(StorageLevel.MEMORY_AND_DISK)  # small: one row per group
-                try:
-                    tables[name] = _write(frame, out, name)
-                    return _collect(frame, name, limits.get(name))
-                finally:
-                    frame.unpersist()
-
-        # small traces: all figures at once (job latency dominates); large ones one
-        # after another (each job already uses every core; fewer buffers at once)
-        threads = len(figures) if rows.total <= CONCURRENT_FIGURES_MAX_ROWS else 1
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            futures = {name: pool.submit(figure, name, label, f) for name, label, f in figures}
-            collected = {name: future.result() for name, future in futures.items()}
-    finally:
-        if cache:
-            trace.unpersist()
+        operations, pairs = (fold.result() for fold in folds)
+        rows = _fold.row_check(operations)
+    with steps.stage("figures computed"):
+        figures = _fold.figures(operations, pairs, window_ms)
+        del operations, pairs
+    with steps.stage("tables written"):
+        frames = {"row_checks": _row_checks(spark, rows)}
+        frames |= {
+            name: spark.createDataFrame(table, schema=_fold.table_schema(table)).coalesce(1)
+            for name, table in figures.items()
+        }
+        with ThreadPoolExecutor(len(frames)) as pool:
+            written = {
+                name: pool.submit(_write, frame, out, name) for name, frame in frames.items()
+            }
+            tables = {name: path.result() for name, path in written.items()}
 
     with steps.stage("HTML report"):
-        windows = collected[WINDOWS.name]
+        shown = {name: _as_collected(table) for name, table in figures.items()}
+        busiest = shown[BY_PARTITION.name].sort_values(
+            ["operations", "purgatory", "key"], ascending=[False, True, True], kind="stable"
+        )
+        windows = shown[WINDOWS.name]
         data = TraceReportData(
             inputs=[str(t) for t in traces],
             rows=rows,
             window_ms=window_ms,
-            accuracy=accuracy,
-            by_kind=collected[BY_KIND.name],
-            busiest=collected[BY_PARTITION.name],
+            by_kind=shown[BY_KIND.name],
+            busiest=busiest.head(top_keys).reset_index(drop=True),
             windows=windows.head(MAX_CHART_ROWS),
             windows_truncated=len(windows) > MAX_CHART_ROWS,
-            error_codes=collected["error_codes"],
-            latency_histogram=collected["latency_histogram"],
-            lateness_histogram=collected["lateness_histogram"],
+            error_codes=shown["error_codes"],
+            latency_histogram=shown["latency_histogram"],
+            lateness_histogram=shown["lateness_histogram"],
             tables=dict(tables),
             elapsed_s=time.perf_counter() - started,
         )
@@ -207,15 +174,15 @@ def _row_checks(spark: SparkSession, rows: RowCheck) -> DataFrame:
     return spark.range(1, numPartitions=1).select(F.inline(F.array(*entries))).coalesce(1)
 
 
-def _collect(frame: DataFrame, name: str, limit: int | None) -> pd.DataFrame:
-    """A figure's (cached) rows on the driver; the busiest keys first for by_partition."""
-    from pyspark.sql import functions as F
+def _as_collected(table: pd.DataFrame) -> pd.DataFrame:
+    """A figure table as reading its Parquet back would give it (Arrow's types:
+    a count column with nulls as float64), for the page."""
+    import pyarrow as pa
 
-    if name == BY_PARTITION.name:
-        frame = frame.orderBy(F.desc("operations"), "purgatory", "key")
-    if limit is not None:
-        frame = frame.limit(limit)
-    return frame.toPandas()
+    converted: pd.DataFrame = pa.Table.from_pandas(table, preserve_index=False).to_pandas(
+        ignore_metadata=True
+    )
+    return converted
 
 
 def _write(frame: DataFrame, out: Output, name: str) -> str:

@@ -31,12 +31,10 @@ if TYPE_CHECKING:
 
 #: rows of the synthetic part of the test trace
 SYNTHETIC_ROWS = 4_000
-#: the report's time window and percentile accuracy (low, so the sketch really
-#: approximates: see test_exactness)
+#: the report's time window
 WINDOW_MS = 50
-ACCURACY = 100
 #: the report fixture's options (the cluster test repeats them)
-REPORT_OPTIONS = ["--window-ms", str(WINDOW_MS), "--accuracy", str(ACCURACY), "--top-keys", "5"]
+REPORT_OPTIONS = ["--window-ms", str(WINDOW_MS), "--top-keys", "5"]
 
 _GOOD: dict[str, Any] = {
     "op_id": 10**9,

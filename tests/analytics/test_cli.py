@@ -19,7 +19,7 @@ from tests.cli_kit import ROOT, assert_one_line_error, read_only_dir, run_cli
 @pytest.mark.parametrize(
     ("command", "options"),
     [
-        ("report", ["--out", "--master", "--window-ms", "--accuracy", "--top-keys", "--no-cache"]),
+        ("report", ["--out", "--master", "--window-ms", "--top-keys"]),
         ("sweep", ["--grid", "--set", "--task", "--out", "--master"]),
         ("synthetic", ["--rows", "--seed", "--rows-per-file"]),
     ],
