@@ -26,19 +26,15 @@ O(groups) calls of the rank rule. The cells are bounded by the distinct
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 
-from purgatory.broker.errors import ERROR_NAMES
 from purgatory.core import quantile_rank
 
-from .exact import bucket_indexes
+from ._trace import RowCheck
+from ._trace import row_check as _row_check_from_flags
+from .exact import bucket_indexes, error_names
 from .figures import BY_KIND, BY_PARTITION, HISTOGRAMS, LATENESS_QUANTILES, WINDOWS, Summary
-
-if TYPE_CHECKING:
-    from ._trace import RowCheck
 
 __all__ = ["cell_quantiles", "figures", "row_check", "table_schema"]
 
@@ -74,12 +70,10 @@ def _categorical(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 def row_check(cells: pd.DataFrame) -> RowCheck:
     """The row check from the operation cells (their ``flags``). O(cells)."""
-    from ._trace import row_check as from_flags
-
     by_flags = cells.groupby("flags")["rows"].sum()
     valid = cells[cells["flags"] == 0]
     last = valid["last_created_ms"].max() if len(valid) else None
-    return from_flags(
+    return _row_check_from_flags(
         {int(f): int(n) for f, n in by_flags.items()},
         None if last is None or pd.isna(last) else int(last),
     )
@@ -191,7 +185,7 @@ def figures(
     )
     codes = codes[codes["results"] > 0].reset_index(drop=True)
     codes["error_code"] = codes["error_code"].astype(np.int16)
-    codes.insert(3, "error_name", [ERROR_NAMES.get(int(c), "other") for c in codes["error_code"]])
+    codes.insert(3, "error_name", error_names(codes["error_code"]))
     tables["error_codes"] = _text(codes)
     for histogram in HISTOGRAMS:
         outcome = _HISTOGRAM_OUTCOMES[histogram.column]

@@ -38,6 +38,7 @@ from .figures import BY_KIND, BY_PARTITION, HISTOGRAMS, LATENESS_QUANTILES, WIND
 __all__ = [
     "bucket_indexes",
     "check_rows",
+    "error_names",
     "figures",
     "group_quantiles",
     "load_trace",
@@ -187,6 +188,12 @@ def bucket_indexes(values: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
     return clipped
 
 
+def error_names(codes: pd.Series) -> list[str]:
+    """The name of every error code (:data:`~purgatory.broker.errors.ERROR_NAMES`;
+    "other" for a code it does not know). O(n)."""
+    return [ERROR_NAMES.get(int(c), "other") for c in codes]
+
+
 def window_starts(created_ms: np.ndarray, window_ms: int) -> np.ndarray:
     """:func:`.figures.window_start_ms` of every value, vectorised. O(n)."""
     starts: np.ndarray = created_ms // window_ms * window_ms
@@ -240,9 +247,7 @@ def figures(valid: pa.Table, window_ms: int) -> dict[str, pd.DataFrame]:
         .reset_index()
         .rename(columns={"code": "error_code"})
     )
-    error_codes.insert(
-        3, "error_name", [ERROR_NAMES.get(int(c), "other") for c in error_codes["error_code"]]
-    )
+    error_codes.insert(3, "error_name", error_names(error_codes["error_code"]))
     tables["error_codes"] = error_codes
 
     for histogram in HISTOGRAMS:
