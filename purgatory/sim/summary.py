@@ -6,10 +6,10 @@ changes, and the trace rows, from which both purgatories' completion latency
 (``completed_ms - created_ms`` of the operations completed early) and expiry lateness
 (``completed_ms - deadline_ms`` of the expired ones) are taken: p50 and p99 are exact
 (:func:`purgatory.core.exact_quantile`: rank ``ceil(q * n)`` of the sorted values),
-max is the largest. These are the rows and the rule of the analytics report (``python
--m purgatory.analytics report``) for the same trace, so its percentiles and max are
-the same figures (the report's are exact too, read from Spark's folded cells by the
-same rank rule). (The purgatories' own statistics measure lateness too, in a
+max is the largest. These are the rows and the rule of the analytics report
+(``python -m purgatory.analytics report``) for the same trace, so its percentiles and
+max are the same figures (the report's are exact too, read from Spark's folded cells
+by the same rank rule). (The purgatories' own statistics measure lateness too, in a
 log-linear histogram whose percentiles may read up to 12.5% high, and from the timer's
 expiry time rather than the trace's completion stamp: that is why they differed from
 the report; the summary now takes the trace's figures.) CPU per request is the
