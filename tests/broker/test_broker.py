@@ -11,7 +11,11 @@ import pytest
 
 from purgatory import PurgatoryClosedError, TopicPartition
 from purgatory.broker.broker import Broker
-from purgatory.broker.delayed import FetchPartitionStatus, ProducePartitionResponse
+from purgatory.broker.delayed import (
+    DelayedFetch,
+    FetchPartitionStatus,
+    ProducePartitionResponse,
+)
 from purgatory.broker.errors import ErrorCode
 from purgatory.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory.testing import ManualClock
@@ -163,6 +167,37 @@ def test_follower_fetch_waits_for_an_append(broker: Broker, writer: TraceWriter)
     assert len(data.records) == SIZE
     assert writer.rows[-1].kind == "fetch_follower"
     assert writer.rows[-1].bytes == SIZE
+
+
+def test_an_append_checks_only_the_fetches_it_can_complete(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[int] = []  # replica id of each waiting fetch checked
+    check = DelayedFetch.try_complete
+
+    def counting(op: DelayedFetch) -> bool:
+        checked.append(op.replica_id)
+        return check(op)
+
+    monkeypatch.setattr(DelayedFetch, "try_complete", counting)
+    consumer = broker.fetch({A: FetchPartitionStatus(0)}, min_bytes=10 * SIZE, max_wait_ms=300)
+    follower = broker.fetch(
+        {A: FetchPartitionStatus(0)}, min_bytes=1, max_wait_ms=500, replica_id=1
+    )
+    assert broker.fetch_purgatory.watched == 2
+    checked.clear()
+    broker.produce({A: batch()}, acks=1, timeout_ms=10)  # HW unchanged: the follower's only
+    assert checked == [1] and follower.is_done and not consumer.is_done
+    follower = broker.fetch(
+        {A: FetchPartitionStatus(1)}, min_bytes=1, max_wait_ms=500, replica_id=1
+    )
+    checked.clear()
+    follow(broker, 2, {A: 1})  # the HW moves to 1: the consumer's only
+    assert checked == [-1] and not follower.is_done and not consumer.is_done
+    checked.clear()
+    broker.become_follower(A)  # leadership lost: both
+    assert sorted(checked) == [-1, 1] and follower.is_done and consumer.is_done
+    broker._check_invariants()
 
 
 def test_consumer_fetch_waits_for_the_high_watermark(broker: Broker, clock: ManualClock) -> None:
