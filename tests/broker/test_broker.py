@@ -187,16 +187,16 @@ def test_an_append_checks_only_the_fetches_it_can_complete(
     assert broker.fetch_purgatory.watched == 2
     checked.clear()
     broker.produce({A: batch()}, acks=1, timeout_ms=10)  # HW unchanged: the follower's only
-    assert checked == [1] and follower.is_done and not consumer.is_done
+    assert (checked, follower.is_done, consumer.is_done) == ([1], True, False)
     follower = broker.fetch(
         {A: FetchPartitionStatus(1)}, min_bytes=1, max_wait_ms=500, replica_id=1
     )
     checked.clear()
     follow(broker, 2, {A: 1})  # the HW moves to 1: the consumer's only
-    assert checked == [-1] and not follower.is_done and not consumer.is_done
+    assert (checked, follower.is_done, consumer.is_done) == ([-1], False, False)
     checked.clear()
     broker.become_follower(A)  # leadership lost: both
-    assert sorted(checked) == [-1, 1] and follower.is_done and consumer.is_done
+    assert (sorted(checked), follower.is_done, consumer.is_done) == ([-1, 1], True, True)
     broker._check_invariants()
 
 
