@@ -516,15 +516,17 @@ async def test_call_threadsafe_delivers_errors_to_the_caller() -> None:
 # -- the reaper -------------------------------------------------------------------------
 
 
-async def test_timer_tasks_fire_never_early_and_about_on_time() -> None:
+async def test_timer_tasks_all_fire_and_never_early_on_a_real_loop() -> None:
+    # How late they fire on a real loop depends on the machine's load: that is a
+    # benchmark's figure (the simulation's lateness p99), not an assertion here; on
+    # time to the tick is checked on a manual clock (tests/core/test_timer.py).
     out: list[tuple[int, int]] = []
     async with SystemTimer("real") as timer:
         for delay in (1, 2, 5, 10, 25, 50, 80, 120, 200, 333):
             timer.add(Stamp(delay, timer, out))
         await wait_for_len(out, 10)
-    lateness = [ran - due for due, ran in out]
-    assert min(lateness) >= 0, "a task ran before its expiration"
-    assert sorted(lateness)[len(lateness) // 2] <= 20  # generous: a shared machine
+    assert len(out) == 10
+    assert min(ran - due for due, ran in out) >= 0, "a task ran before its expiration"
 
 
 async def test_reaper_sleeps_when_idle_and_wakes_per_bucket_not_per_task() -> None:
