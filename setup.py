@@ -1,9 +1,11 @@
-"""Build the package; compile the synchronous core with Cython when a compiler is there.
+"""Build the package; compile the hot modules with Cython when a compiler is there.
 
-Everything else is in pyproject.toml. The core's modules (``purgatory/core/*.py``)
-are plain Python that Cython compiles in its pure-Python mode, typed by the
-``.pxd`` file beside each one (see ``purgatory/core/build.py``). The build
-falls back to the pure-Python core, with a warning, when:
+Everything else is in pyproject.toml. The compiled modules (:data:`COMPILED_MODULES`)
+are plain Python that Cython compiles in its pure-Python mode: the synchronous
+core's, typed by the ``.pxd`` file beside each one (see ``purgatory/core/build.py``),
+and the modules a broker request runs through, compiled as they are (no ``.pxd``:
+it removes the interpreter's dispatch, BENCHMARKS.md has the measurements). The
+build falls back to the pure-Python modules, with a warning, when:
 
 * ``PURGATORY_NO_EXTENSIONS`` is set (to anything but ``0`` or empty),
 * Cython is not importable (the build requirements pin it, so only outside an
@@ -21,7 +23,7 @@ from setuptools.command.build_ext import build_ext
 
 #: the core modules compiled, in purgatory/core/ (the rest stay Python: protocols,
 #: exceptions, small helpers nobody calls per operation)
-COMPILED_MODULES = [
+CORE_MODULES = [
     "timer_list",
     "delay_queue",
     "timing_wheel",
@@ -31,6 +33,20 @@ COMPILED_MODULES = [
     "purgatory",
     "idle",
 ]
+#: the modules every produce and fetch of the broker runs through, and the simulated
+#: clients that build every batch of the simulation
+BROKER_MODULES = [
+    "purgatory.broker.storage.records",
+    "purgatory.broker.storage.offset_index",
+    "purgatory.broker.storage.segment",
+    "purgatory.broker.storage.log",
+    "purgatory.broker.replication",
+    "purgatory.broker.delayed",
+    "purgatory.broker.broker",
+    "purgatory.sim.clients",
+]
+#: every compiled module, by its dotted name
+COMPILED_MODULES = [f"purgatory.core.{name}" for name in CORE_MODULES] + BROKER_MODULES
 
 DIRECTIVES = {
     "language_level": 3,
@@ -53,10 +69,7 @@ def _extensions() -> list[Extension]:
     except ImportError:
         print("purgatory: Cython not found, building the pure-Python core", file=sys.stderr)
         return []
-    modules = [
-        Extension(f"purgatory.core.{name}", [f"purgatory/core/{name}.py"])
-        for name in COMPILED_MODULES
-    ]
+    modules = [Extension(name, [name.replace(".", "/") + ".py"]) for name in COMPILED_MODULES]
     return cythonize(modules, compiler_directives=DIRECTIVES, quiet=True)  # type: ignore[no-untyped-call,no-any-return]
 
 

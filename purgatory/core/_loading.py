@@ -1,14 +1,17 @@
-"""Which build of the core's modules Python loads: compiled, or the pure ones.
+"""Which build of the compiled modules Python loads: compiled, or the pure ones.
 
-The compiled core is the same ``.py`` modules compiled in place (an extension
+A compiled module is the same ``.py`` module compiled in place (an extension
 module ``timer.cpython-311-x86_64-linux-gnu.so`` beside ``timer.py``), and Python
 prefers an extension module to a source file of the same name. With the
 environment variable ``PURGATORY_NO_EXTENSIONS`` set (to anything but ``0`` or
-empty) when the package is first imported, this package's modules are looked
-up by a finder that knows only source files, so the ``.py`` files load even
-where compiled ones sit beside them, as aio-libs' ``*_NO_EXTENSIONS`` variables
-do. It must run before any module of the package is imported: ``__init__``
-imports it first.
+empty) when the package is first imported, the modules of every package of the
+distribution (the core's, and the broker's and the simulation's compiled ones,
+see ``setup.py``) are looked up by a finder that knows only source files, so the
+``.py`` files load even where compiled ones sit beside them, as aio-libs'
+``*_NO_EXTENSIONS`` variables do. It must run before any compiled module is
+imported: ``purgatory/__init__`` imports the core first, and the core imports
+this first. It imports none of the packages it covers: it only walks their
+directories.
 """
 
 from __future__ import annotations
@@ -22,8 +25,16 @@ __all__ = ["NO_EXTENSIONS"]
 #: True when PURGATORY_NO_EXTENSIONS asked for the pure-Python core
 NO_EXTENSIONS: bool = os.environ.get("PURGATORY_NO_EXTENSIONS", "") not in ("", "0")
 
+
+def _prefer_sources(roots: list[str]) -> None:
+    """Look every package directory under ``roots`` up by a source-only finder."""
+    for root in roots:
+        for directory, subdirectories, _ in os.walk(root):
+            subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+            sys.path_importer_cache[directory] = FileFinder(
+                directory, (SourceFileLoader, SOURCE_SUFFIXES)
+            )
+
+
 if NO_EXTENSIONS:
-    for _directory in sys.modules[__name__.rpartition(".")[0]].__path__:
-        sys.path_importer_cache[_directory] = FileFinder(
-            _directory, (SourceFileLoader, SOURCE_SUFFIXES)
-        )
+    _prefer_sources(list(sys.modules[__name__.partition(".")[0]].__path__))
