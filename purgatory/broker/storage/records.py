@@ -211,7 +211,8 @@ class RecordBatchHeader(NamedTuple):
                 f"truncated batch header: {max(0, len(buf) - position)} bytes at position "
                 f"{position}, need {HEADER_BYTES}"
             )
-        return cls._make(_HEADER.unpack_from(buf, position))
+        # tuple's own constructor: ``_make`` is a Python function, this a C call
+        return tuple.__new__(cls, _HEADER.unpack_from(buf, position))
 
     @property
     def size_bytes(self) -> int:
