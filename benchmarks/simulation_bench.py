@@ -17,7 +17,10 @@ per request (produce and fetch), both purgatories' expiry lateness p99, and
 whether the read-back passed. The best of ``--repeat`` runs by CPU per request
 (the machine is shared: the least inflated run). Then, with ``--profile``, the
 top of a cProfile of one run of each (cProfile slows Python calls several
-times, so its times are shares, not costs).
+times, so its times are shares, not costs). The header says which build ran: in
+the compiled one cProfile sees no compiled function (the broker's request path
+is compiled, see ``setup.py``), their time goes to their Python callers; with
+``PURGATORY_NO_EXTENSIONS=1`` the pure build runs and the profile names them.
 
 The script uses only :func:`purgatory.sim.run` and the summary's keys, so it
 runs against an older checkout too (``PYTHONPATH=/path/to/old/tree``): that is
@@ -48,6 +51,7 @@ from typing import Any
 
 from _machine import cpu_model
 
+import purgatory
 from purgatory.sim import SimulationConfig, run
 
 SCENARIOS = {
@@ -139,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = args.scenario or list(SCENARIOS)
     print(
         f"{cpu_model()}, Python {platform.python_version()}, "
+        f"{'compiled' if purgatory.compiled else 'pure'} build, "
         f"{'uvloop' if args.uvloop else 'asyncio'}, {args.duration_s:g} s per run, "
         f"best of {args.repeat} by CPU per request (a shared machine: see the docstring)"
     )
