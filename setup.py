@@ -70,11 +70,19 @@ def _extensions() -> list[Extension]:
         print("purgatory: Cython not found, building the pure-Python core", file=sys.stderr)
         return []
     modules = [Extension(name, [name.replace(".", "/") + ".py"]) for name in COMPILED_MODULES]
-    return cythonize(modules, compiler_directives=DIRECTIVES, quiet=True)  # type: ignore[no-untyped-call,no-any-return]
+    return cythonize(  # type: ignore[no-untyped-call,no-any-return]
+        modules, compiler_directives=DIRECTIVES, quiet=True, nthreads=os.cpu_count() or 1
+    )
 
 
 class OptionalBuildExt(build_ext):  # type: ignore[misc]
-    """build_ext that leaves the pure-Python core when compiling fails."""
+    """build_ext that leaves the pure-Python core when compiling fails, and compiles
+    the modules in parallel, one per CPU (unless ``--parallel`` says otherwise)."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if getattr(self, "parallel", None) is None:  # build_ext's option, untyped
+            self.parallel = os.cpu_count() or 1
 
     def run(self) -> None:
         try:
