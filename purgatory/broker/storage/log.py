@@ -101,6 +101,7 @@ import itertools
 import logging
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -276,8 +277,10 @@ class PartitionLog:
         # invariant: the metadata of log_end_offset (see the module doc)
         self._end_metadata = self._current_end()
         # invariant: offset -> its metadata, for at most RECENT_BOUNDARIES batch
-        # boundaries (oldest first), all <= the log end; the log end is one of them
-        self._recent: dict[int, LogOffsetMetadata] = {}
+        # boundaries (oldest first), all <= the log end; the log end is one of them.
+        # An OrderedDict drops its oldest in O(1); a dict's first key is found by
+        # skipping the deleted slots before it (hundreds, between two resizes)
+        self._recent: OrderedDict[int, LogOffsetMetadata] = OrderedDict()
         self._remember_end()
         # invariant: <= log_end_offset; the log end at the last flush (at open:
         # what the files held), Kafka's recovery point
@@ -391,7 +394,7 @@ class PartitionLog:
         recent = self._recent
         recent[end.offset] = end
         if len(recent) > RECENT_BOUNDARIES:
-            del recent[next(iter(recent))]
+            recent.popitem(last=False)
 
     @property
     def size_bytes(self) -> int:
@@ -641,7 +644,7 @@ class PartitionLog:
             self._truncate(offset)
         finally:  # forget the boundaries that are gone (all of them if all is gone)
             start, end = self.log_start_offset, self._segments[-1].next_offset
-            self._recent = {o: m for o, m in self._recent.items() if start <= o < end}
+            self._recent = OrderedDict((o, m) for o, m in self._recent.items() if start <= o < end)
             self._remember_end()
 
     def _truncate(self, offset: int) -> None:
