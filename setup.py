@@ -81,7 +81,7 @@ def _extensions() -> list[Extension]:
 
 
 class OptionalBuildExt(build_ext):  # type: ignore[misc]
-    """build_ext that leaves the pure-Python core when compiling fails, and compiles
+    """build_ext that leaves a module pure Python when compiling it fails, and compiles
     the modules in parallel, one per CPU (unless ``--parallel`` says otherwise)."""
 
     def finalize_options(self) -> None:
@@ -102,9 +102,9 @@ class OptionalBuildExt(build_ext):  # type: ignore[misc]
             self._fall_back(exc, ext.name)
 
     @staticmethod
-    def _fall_back(exc: Exception, name: str = "the core") -> None:
+    def _fall_back(exc: Exception, name: str = "the modules") -> None:
         print(
-            f"purgatory: could not compile {name} ({exc}); the pure-Python core is used",
+            f"purgatory: could not compile {name} ({exc}); its pure-Python source is used",
             file=sys.stderr,
         )
 
