@@ -269,7 +269,7 @@ def _start_spark(
     finally:
         # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
         # got the same Ctrl-C) is closing, and fails noisily: ours only stops
-        signal.signal(signal.SIGINT, _interrupted)
+        _handle_interrupts()
 
 
 class _Interrupted:
@@ -281,6 +281,34 @@ class _Interrupted:
 def _interrupted(signum: int, frame: object) -> None:
     _Interrupted.seen = True
     raise KeyboardInterrupt
+
+
+def _handle_interrupts() -> None:
+    """Stop on Ctrl-C, even when it lands inside a finalizer.
+
+    Python cannot raise out of a finalizer (a weakref callback or ``__del__``,
+    which py4j uses to free Java objects): a KeyboardInterrupt raised there goes
+    to ``sys.unraisablehook``, which prints "Exception ignored" and drops it, and
+    the run would go on to exit 0. The hook installed here drops only that
+    message and has a new thread signal the main thread again. The signal is
+    handled once that thread gets the interpreter, by then outside the finalizer
+    (should it land in another one, this repeats). Signalling from the hook
+    itself would not do: its handler would run at once, still inside. Other
+    unraisable exceptions go to the hook that was there before.
+    """
+    import _thread
+
+    signal.signal(signal.SIGINT, _interrupted)
+    previous = sys.unraisablehook
+
+    def raise_again(unraisable: sys.UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # not threading.Thread: its start() waits for the thread, inside the hook
+            _thread.start_new_thread(_thread.interrupt_main, (signal.SIGINT,))
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = raise_again
 
 
 def _submitted() -> bool:
