@@ -6,8 +6,8 @@ Kafka's ``SystemTimerReaper`` wraps a ``Timer`` in a thread that calls
 runs one task per timer that loops:
 
 1. ``timer.poll()``: run what is due, flush expired buckets through reinsert;
-2. ask the timer for its next expiration (the earliest bucket, or "now" if tasks
-   became due meanwhile, or nothing at all);
+2. ask the timer for its next expiration (the earliest bucket that holds tasks,
+   or "now" if tasks became due meanwhile, or nothing at all);
 3. sleep until then with a single timed wake-up (asyncio: one ``loop.call_later``
    handle; trio: the deadline of one cancel scope), or with none at all when
    nothing is scheduled.
@@ -17,7 +17,10 @@ the future wakes once per expiring *bucket*, not per task or per millisecond.
 While it sleeps, its sleeper is one of the timer's wake-ups
 (``timer.add_wakeup``): when ``add`` creates a bucket earlier than the one the
 reaper sleeps for (or a due task), the timer calls the sleeper's ``notify``,
-which moves the wake-up earlier without waking the task.
+which moves the wake-up earlier without waking the task. Buckets whose tasks
+were all cancelled (operations completed before their timeouts) are not work:
+the timer skips them, so the reaper wakes at most for the one it was already
+sleeping for.
 
 The loop is written once (:meth:`Reaper._run`); how it sleeps and how its task is
 started and stopped is the backend's (:mod:`.backends`):

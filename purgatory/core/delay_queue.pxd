@@ -13,4 +13,7 @@ cdef class DelayQueue:
     cpdef offer(self, TimerTaskList bucket)
 
     @cython.locals(heap=list, expiration_ms=cython.longlong, bucket=TimerTaskList)
+    cpdef earliest_with_work(self)
+
+    @cython.locals(heap=list, expiration_ms=cython.longlong, bucket=TimerTaskList)
     cpdef TimerTaskList poll_expired(self, long long now_ms)

@@ -12,6 +12,14 @@ skipped when they surface: :meth:`DelayQueue.poll_expired` yields a bucket only
 if its expiration still equals the queued one. That is lazy deletion; the
 ``seq`` field keeps comparisons off the buckets themselves.
 
+A bucket whose tasks were all cancelled stays queued too (Kafka's reaper polls
+such a bucket and finds nothing). :meth:`DelayQueue.earliest_with_work` drops
+those it finds at the front, so a reaper asking it sleeps until the first bucket
+that holds tasks: in a server whose operations mostly complete before their
+timeouts, most buckets end empty, and each would otherwise cost a wake-up. A
+dropped bucket's expiration is unset, as a flush leaves it, so a task added to it
+later offers it again.
+
 The queue reports a new earliest expiration through ``on_earlier`` so that the
 reaper, sleeping until the previous earliest one, can wake sooner.
 """
@@ -61,6 +69,23 @@ class DelayQueue:
         """The earliest queued expiration (possibly of a stale entry), or None. O(1)."""
         heap = self._heap
         return heap[0][0] if heap else None
+
+    def earliest_with_work(self) -> int | None:
+        """The earliest expiration of a queued bucket that holds tasks, or None.
+
+        First drops the entries in front of it: stale ones, and those of empty
+        buckets (whose expiration it unsets; see the module doc). O(1) when the
+        front bucket holds tasks; O(log buckets) for each entry dropped.
+        """
+        heap = self._heap
+        while heap:
+            expiration_ms, _, bucket = heap[0]
+            if bucket.expiration_ms == expiration_ms:
+                if bucket:
+                    return expiration_ms
+                bucket.expiration_ms = -1  # empty: dropped, as a flush would leave it
+            heapq.heappop(heap)
+        return None
 
     def poll_expired(self, now_ms: int) -> TimerTaskList | None:
         """Remove and return the earliest bucket expiring at or before ``now_ms``.

@@ -28,9 +28,22 @@ with a coarser tick it may run up to ``tick_ms - 1`` ms before it (its bucket
 expires at the start of its tick), never earlier.
 
 The reaper (:mod:`purgatory.aio.reaper`) calls ``poll`` when the earliest bucket
-expires and sleeps otherwise, woken earlier through :meth:`WheelTimer.add_wakeup`
-when work appears before what it sleeps for; ``SystemTimer.advance_clock`` is
-Kafka's ``advanceClock(timeoutMs)`` for code that drives the timer itself.
+with tasks expires and sleeps otherwise, woken earlier through
+:meth:`WheelTimer.add_wakeup` when work appears before what it sleeps for;
+``SystemTimer.advance_clock`` is Kafka's ``advanceClock(timeoutMs)`` for code that
+drives the timer itself.
+
+Buckets left empty. Most operations of a server complete before their timeout,
+and cancelling their tasks leaves buckets empty that stay queued until they
+expire (in Kafka too, whose reaper polls them and finds nothing).
+:meth:`WheelTimer.next_expiration_ms`, what the reaper sleeps until, skips them
+and drops them from the delay queue. Example: tasks added 500, 900 and 1,300 ms
+from now (three buckets of the third level, 400 ms wide), all cancelled 20 ms
+later while the reaper sleeps for the first. Kafka's reaper (and this one
+before) woke for each of the three buckets; now it wakes for the first, finds it
+empty, and sleeps with nothing to wait for. A bucket emptied while the reaper
+sleeps for it still wakes it: moving that wake-up on each cancel cost more than
+the wake-up in a loop that is busy anyway (BENCHMARKS.md).
 
 The clock is any object with ``now_ms() -> int`` (:class:`~.clock.Clock`), read
 once per ``add`` and once per ``poll``. :meth:`WheelTimer.now_ms` is that read,
@@ -480,11 +493,16 @@ class WheelTimer(TaskSink):
         return self._flushed
 
     def next_expiration_ms(self) -> int | None:
-        """When the next poll has work: now if tasks are due, else the earliest
-        bucket's expiration; None when nothing is scheduled. O(1)."""
+        """When the next poll has work: now if tasks are due, else the expiration of
+        the earliest bucket that holds tasks; None when nothing is scheduled.
+
+        Buckets emptied by cancels are dropped from the delay queue on the way
+        (see the module doc). O(1) when the earliest bucket holds tasks; O(log
+        buckets) for each one dropped.
+        """
         if self._due:
             return self.now_ms()
-        return self._queue.peek_expiration()
+        return self._queue.earliest_with_work()
 
     def rebase(self) -> None:
         """Restart an empty timer's wheel at the clock's current time. O(wheel_size).

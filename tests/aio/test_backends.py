@@ -547,6 +547,29 @@ async def test_reaper_sleeps_when_idle_and_wakes_per_bucket_not_per_task() -> No
         assert far == [] and len(timer) == 20_000
 
 
+async def test_buckets_emptied_by_cancels_do_not_wake_the_reaper_each() -> None:
+    # operations that complete before their timeouts, as most do in a server
+    async with SystemTimer("done-early") as timer:
+        await anyio.sleep(0.02)
+        before = timer.reaper_wakeups
+        out: list[tuple[int, int]] = []
+        delays_ms = (200, 240, 280, 320, 360)  # five buckets of 20 ms
+        tasks = [Stamp(delay, timer, out) for delay in delays_ms]
+        for task in tasks:
+            timer.add(task)
+        await anyio.sleep(0.01)  # the reaper now sleeps for the first bucket
+        for task in tasks:
+            task.cancel()
+        await anyio.sleep(0.5)  # past all five
+        # it wakes for the bucket it slept for (once more if the loop woke it a
+        # little early), finds it empty and skips the other four: not one per bucket
+        assert timer.reaper_wakeups - before <= 2
+        again = Stamp(60, timer, out)  # into a dropped bucket's slot: offered again
+        timer.add(again)
+        await wait_for_len(out, 1, limit_s=5)
+        assert out[0][1] >= out[0][0] and len(timer) == 0
+
+
 async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper() -> None:
     out: list[tuple[int, int]] = []
     async with SystemTimer("wake") as timer:

@@ -218,6 +218,30 @@ def test_next_expiration(clock: ManualClock, timer: WheelTimer) -> None:
     assert timer.next_expiration_ms() == clock.now_ms()
 
 
+def test_buckets_emptied_by_cancels_are_skipped_and_refill(
+    clock: ManualClock, timer: WheelTimer
+) -> None:
+    out: list[tuple[object, int]] = []
+    a = Recorder(500, "a", clock, out)  # 400 ms buckets on the third level: [400, 800)
+    b = Recorder(900, "b", clock, out)  # [800, 1200)
+    timer.add(a)
+    timer.add(b)
+    assert timer.next_expiration_ms() == 400
+    a.cancel()
+    assert timer.next_expiration_ms() == 800  # the empty bucket is no one's next work
+    b.cancel()
+    assert timer.next_expiration_ms() is None
+    timer._check_invariants()
+    c = Recorder(500, "c", clock, out)  # the dropped bucket again, same rotation
+    timer.add(c)
+    assert timer.next_expiration_ms() == 400
+    clock.advance(400)
+    assert poll_checked(timer) == 0  # cascades c down the wheels
+    clock.advance(100)
+    assert poll_checked(timer) == 1
+    assert out == [("c", 500)]
+
+
 def test_repr_and_properties(timer: WheelTimer) -> None:
     assert timer.tick_ms == 1 and timer.wheel_size == 20
     assert (

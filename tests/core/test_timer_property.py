@@ -3,7 +3,10 @@
 The model keeps, per task, its expiration and whether it is live. Properties:
 every task runs exactly once unless cancelled (or moved: only its last
 scheduling counts); never before the start of its expiration's tick; and with
-tick 1, at the first poll at or after its expiration.
+tick 1, at the first poll at or after its expiration. ``next_expiration_ms``
+(what a reaper sleeps until) is None exactly when no task is scheduled, and never
+later than the earliest task's expiration (or now, for a task already due):
+buckets emptied by cancels are not work, and dropping them loses no task.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ OPS = st.lists(
         st.tuples(st.just("readd"), st.integers(0, 10_000), DELAYS),
         st.tuples(st.just("advance"), STEPS),
         st.tuples(st.just("poll")),
+        st.tuples(st.just("next")),
     ),
     max_size=120,
 )
@@ -101,6 +105,14 @@ def test_timer_matches_a_heap_model(ops: list[tuple[object, ...]], shape: tuple[
             clock.advance(step)
         elif kind == "poll":
             check_poll()
+        elif kind == "next":
+            next_ms = timer.next_expiration_ms()
+            if not live:
+                assert next_ms is None, f"no task, yet next work at {next_ms}"
+            else:
+                # due tasks make it now, which may be past their expirations
+                assert next_ms is not None
+                assert next_ms <= max(clock.now_ms(), min(live.values()))
         timer._check_invariants()
         assert len(timer) == len(live)
 
