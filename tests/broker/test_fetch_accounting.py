@@ -10,6 +10,7 @@ import pytest
 
 from purgatory import DelayedOperation, TopicPartition
 from purgatory.broker import Broker, FetchPartitionStatus
+from purgatory.broker.storage import segment
 from purgatory.broker.storage.log import (
     RECENT_BOUNDARIES,
     LogOffsetMetadata,
@@ -17,7 +18,6 @@ from purgatory.broker.storage.log import (
     PartitionLog,
 )
 from purgatory.broker.storage.records import build_batch
-from purgatory.broker.storage.segment import LogSegment
 from purgatory.testing import ManualClock
 
 A = TopicPartition("t", 0)
@@ -40,7 +40,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     """Every read of log bytes, as (file name, position, size), through the hook."""
     seen: list[tuple[str, int, int]] = []
     monkeypatch.setattr(
-        LogSegment, "read_hook", lambda path, pos, size: seen.append((path.name, pos, size))
+        segment, "read_hook", lambda path, pos, size: seen.append((path.name, pos, size))
     )
     return seen
 

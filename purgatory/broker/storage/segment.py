@@ -75,7 +75,6 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from .offset_index import CorruptIndexError, OffsetIndex
 from .open_files import OpenFiles
@@ -94,8 +93,14 @@ __all__ = [
     "BatchInfo",
     "LogSegment",
     "SegmentRecovery",
+    "read_hook",
     "segment_file_name",
 ]
+
+#: Called with (log path, position, size) before every read of log bytes, when set
+#: (for tests and tools that count reads); None by default. A module attribute, not
+#: one of :class:`LogSegment`'s: the compiled build's class cannot take new values.
+read_hook: Callable[[Path, int, int], None] | None = None
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -195,10 +200,6 @@ class LogSegment:
         "_next_offset",
         "_size_bytes",
     )
-
-    #: Called with (log path, position, size) before every read of log bytes, when
-    #: set (for tests and tools that count reads); None by default.
-    read_hook: ClassVar[Callable[[Path, int, int], None] | None] = None
 
     def __init__(
         self,
@@ -402,9 +403,9 @@ class LogSegment:
     def _pread(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` (fewer only at the segment's end). O(size).
 
-        Every read of log bytes passes here, and through :attr:`read_hook` if set.
+        Every read of log bytes passes here, and through :data:`read_hook` if set.
         """
-        hook = LogSegment.read_hook
+        hook = read_hook
         if hook is not None:
             hook(self._log_path, position, size)
         end = min(position + size, self._size_bytes)
