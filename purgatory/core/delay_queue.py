@@ -65,11 +65,6 @@ class DelayQueue:
         if earlier:
             self.on_earlier(expiration_ms)
 
-    def peek_expiration(self) -> int | None:
-        """The earliest queued expiration (possibly of a stale entry), or None. O(1)."""
-        heap = self._heap
-        return heap[0][0] if heap else None
-
     def earliest_with_work(self) -> int | None:
         """The earliest expiration of a queued bucket that holds tasks, or None.
 
