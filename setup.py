@@ -4,7 +4,7 @@ Everything else is in pyproject.toml. The compiled modules (:data:`COMPILED_MODU
 are plain Python that Cython compiles in its pure-Python mode: the synchronous
 core's, typed by the ``.pxd`` file beside each one (see ``purgatory/core/build.py``),
 and the modules a broker request runs through, compiled as they are but for the
-``.pxd`` of four classes, which makes their ``__slots__`` C fields (it removes the
+``.pxd`` of six classes, which makes their ``__slots__`` C fields (it removes the
 interpreter's dispatch and those attribute lookups; BENCHMARKS.md has the
 measurements). The build falls back to the pure-Python modules, with a warning, when:
 

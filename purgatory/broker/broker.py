@@ -175,7 +175,34 @@ class _FlushTask(TimerTask):
 
 
 class Broker:
-    """Leads partitions under ``data_dir``; see module doc. Not thread-safe."""
+    """Leads partitions under ``data_dir``; see module doc. Not thread-safe.
+
+    In the compiled build an extension type (``broker.pxd``): a subclass may
+    override its methods, an instance's cannot be replaced.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_flush_tasks",
+        "_logged_storage_errors",
+        "_names",
+        "_op_ids",
+        "_open_rows",
+        "_origin_ms",
+        "_partitions",
+        "_read_s",
+        "_replica_keys",
+        "clock",
+        "counters",
+        "data_dir",
+        "fetch_purgatory",
+        "flush_messages",
+        "flush_ms",
+        "open_files",
+        "produce_purgatory",
+        "recorder",
+        "segment_bytes",
+    )
 
     def __init__(
         self,

@@ -24,6 +24,8 @@ CLASSES = [
     ("purgatory.broker.storage.log", "PartitionLog"),
     ("purgatory.broker.storage.offset_index", "OffsetIndex"),
     ("purgatory.broker.replication", "LeaderPartition"),
+    ("purgatory.broker.broker", "BrokerCounters"),
+    ("purgatory.broker.broker", "Broker"),
 ]
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement
 
@@ -44,7 +46,7 @@ def _slots(source: Path, name: str) -> list[str]:
 
 def _fields(pxd: Path, name: str) -> list[str]:
     text = pxd.read_text()
-    body = text.split(f"cdef class {name}:", 1)[1]
+    body = text.split(f"cdef class {name}:", 1)[1].split("\ncdef class ", 1)[0]
     return re.findall(r"^    cdef public \w+ (\w+)$", body, re.MULTILINE)
 
 

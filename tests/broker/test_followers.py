@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -37,15 +37,44 @@ async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.002)
 
 
+def _lead(broker: Broker) -> None:
+    for tp in (A, B):
+        broker.create_partition(
+            tp, (1, 2), min_insync_replicas=2, replica_lag_time_max_ms=REPLICA_LAG_MS
+        )
+
+
 @pytest_asyncio.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     async with Broker(tmp_path) as b:
-        for tp in (A, B):
-            b.create_partition(
-                tp, (1, 2), min_insync_replicas=2, replica_lag_time_max_ms=REPLICA_LAG_MS
-            )
+        _lead(b)
         yield b
         b._check_invariants()
+
+
+class FetchSpyBroker(Broker):
+    """Notes each fetch as (replica id, partitions). A subclass, because the compiled
+    build's ``Broker`` is an extension type: a method cannot be replaced on an instance."""
+
+    fetched: list[tuple[int, list[str]]]
+
+    def fetch(
+        self,
+        requests: Mapping[TopicPartition, FetchPartitionStatus],
+        *,
+        min_bytes: int = 1,
+        max_wait_ms: int = 500,
+        replica_id: int = -1,
+        max_bytes: int | None = None,
+    ) -> DelayedFetch:
+        self.fetched.append((replica_id, sorted(map(str, requests))))
+        return super().fetch(
+            requests,
+            min_bytes=min_bytes,
+            max_wait_ms=max_wait_ms,
+            replica_id=replica_id,
+            max_bytes=max_bytes,
+        )
 
 
 MakeFollowers = Callable[..., Followers]
@@ -76,29 +105,32 @@ async def followers_of(broker: Broker) -> AsyncIterator[MakeFollowers]:
 
 
 @pytest.mark.asyncio
-async def test_a_group_is_fetched_in_one_request_and_acks_all_completes(
-    broker: Broker, followers_of: MakeFollowers, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fetched: list[tuple[int, list[str]]] = []
-    fetch = broker.fetch
-
-    def spy(requests: dict[TopicPartition, FetchPartitionStatus], **kw: int) -> DelayedFetch:
-        fetched.append((kw["replica_id"], sorted(map(str, requests))))
-        return fetch(requests, **kw)
-
-    monkeypatch.setattr(broker, "fetch", spy)
-    followers = followers_of()
-    followers.follow([A, B])
-    assert len(followers._tasks) == 2  # one task per follower for the group
-    for i in range(3):
-        op = broker.produce({A: build_batch([b"a"]), B: build_batch([b"b", b"c"])}, timeout_ms=5000)
-        result = await op
-        assert {tp: r.error_code for tp, r in result.items()} == {A: 0, B: 0}
-        assert {tp: r.base_offset for tp, r in result.items()} == {A: i, B: 2 * i}
-    assert {rid for rid, _ in fetched} == {1, 2}
-    assert all(tps == ["f-0", "f-1"] for _, tps in fetched)  # one request for the group
-    await followers.stop()
-    assert not followers._tasks
+async def test_a_group_is_fetched_in_one_request_and_acks_all_completes(tmp_path: Path) -> None:
+    broker = FetchSpyBroker(tmp_path)
+    async with broker:
+        broker.fetched = []
+        _lead(broker)
+        followers = Followers(
+            broker, (1, 2), lag_ms=LAG_MS, max_wait_ms=100, replica_lag_time_max_ms=REPLICA_LAG_MS
+        )
+        try:
+            followers.follow([A, B])
+            assert len(followers._tasks) == 2  # one task per follower for the group
+            for i in range(3):
+                op = broker.produce(
+                    {A: build_batch([b"a"]), B: build_batch([b"b", b"c"])}, timeout_ms=5000
+                )
+                result = await op
+                assert {tp: r.error_code for tp, r in result.items()} == {A: 0, B: 0}
+                assert {tp: r.base_offset for tp, r in result.items()} == {A: i, B: 2 * i}
+            assert {rid for rid, _ in broker.fetched} == {1, 2}
+            # one request for the group
+            assert all(tps == ["f-0", "f-1"] for _, tps in broker.fetched)
+            await followers.stop()
+            assert not followers._tasks
+        finally:
+            await followers.close()
+        broker._check_invariants()
 
 
 @pytest.mark.asyncio

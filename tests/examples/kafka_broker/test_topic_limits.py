@@ -14,7 +14,9 @@ from kafka_broker._handlers import CREATE_PARTITIONS_PER_REQUEST
 from kafka_broker._shortage import fit_descriptor_limit
 
 from purgatory import TopicPartition
+from purgatory.broker import broker as broker_module
 from purgatory.broker import build_batch
+from purgatory.broker.storage.log import PartitionLog
 
 from .conftest import fast_config
 from .rawclient import RawClient, metadata_request, produce_partition, produce_request
@@ -83,16 +85,18 @@ async def test_one_request_creates_a_share_of_its_new_topics_and_puts_off_the_re
 async def test_out_of_descriptors_while_creating_partitions(
     wire: KafkaWireBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    create_partition = wire.broker.create_partition
-    allowed = [1]  # partitions that may still be opened
+    open_log = PartitionLog
+    allowed = [1]  # partition logs that may still be opened
 
     def short_of_descriptors(*args: Any, **kwargs: Any) -> Any:
         if not allowed[0]:
             raise OSError(errno.EMFILE, "Too many open files")
         allowed[0] -= 1
-        return create_partition(*args, **kwargs)
+        return open_log(*args, **kwargs)
 
-    monkeypatch.setattr(wire.broker, "create_partition", short_of_descriptors)
+    # where the broker opens a partition's files (the compiled build's Broker is an
+    # extension type: a method cannot be replaced on an instance)
+    monkeypatch.setattr(broker_module, "PartitionLog", short_of_descriptors)
     client = await RawClient.connect(wire.bootstrap_servers)
     try:
         # "cut" gets one of its three partitions, then the descriptors run out
