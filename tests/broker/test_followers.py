@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -59,22 +60,10 @@ class FetchSpyBroker(Broker):
     fetched: list[tuple[int, list[str]]]
 
     def fetch(
-        self,
-        requests: Mapping[TopicPartition, FetchPartitionStatus],
-        *,
-        min_bytes: int = 1,
-        max_wait_ms: int = 500,
-        replica_id: int = -1,
-        max_bytes: int | None = None,
+        self, requests: Mapping[TopicPartition, FetchPartitionStatus], **options: Any
     ) -> DelayedFetch:
-        self.fetched.append((replica_id, sorted(map(str, requests))))
-        return super().fetch(
-            requests,
-            min_bytes=min_bytes,
-            max_wait_ms=max_wait_ms,
-            replica_id=replica_id,
-            max_bytes=max_bytes,
-        )
+        self.fetched.append((options["replica_id"], sorted(map(str, requests))))
+        return super().fetch(requests, **options)
 
 
 MakeFollowers = Callable[..., Followers]
