@@ -3,7 +3,10 @@ when it is written, used, ignored, and that it never fails a run.
 
 The unit tests use a fake Java installation (a ``release`` file) and a fake
 Spark (a jars folder); one test runs the real command line with a corrupt
-archive planted under the key's name and an unwritable cache.
+archive planted under the key's name and an unwritable cache. That one (~50 s,
+two JVM starts) runs once per suite run, with the compiled core loaded: the
+archive is the JVM's business and the report's code is pure Python in both
+builds, so a second run under ``PURGATORY_NO_EXTENSIONS=1`` would test nothing new.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import purgatory
 from purgatory.analytics import _cds
 from tests.cli_kit import run_cli
 
@@ -136,6 +140,11 @@ def test_prune_removes_dead_runs_and_keeps_the_newest_archives(tmp_path: Path) -
     assert left == sorted([*kept, running.name])
 
 
+@pytest.mark.skipif(
+    not purgatory.compiled,
+    reason="runs once, with the compiled core: the archive and the report's code do not "
+    "depend on the build",
+)
 def test_report_writes_the_archive_then_survives_a_corrupt_one(tmp_path: Path) -> None:
     """The real JVM: a first run installs the archive; a corrupt archive under
     the key's name is then ignored without a word on the terminal."""
