@@ -32,6 +32,13 @@ a virtual machine an idle CPU is handed back to the host, and the first
 microseconds after each wake-up run on cold caches and translation buffers: at
 the default rate that cost is a large part of each request's (BENCHMARKS.md).
 
+And the same work, warm and after a wait: a fixed piece of the simulation's
+per-request work (building and checking the batches of 7 produce requests, what
+one of the default run's ~240 wake-ups a second handles), run after waits of
+0 (``sleep(0)``: the loop never blocks), 1, 4 (the default run's mean gap) and
+10 ms. The work's own time and the CPU per wake-up grow with the wait on a
+shared virtual machine: the default run's requests run at that colder speed.
+
 Run: ``python benchmarks/simulation_bench.py`` (``--help``); about 4 x duration
 x repeat seconds, plus the floor and the profiles.
 """
@@ -52,7 +59,9 @@ from typing import Any
 from _machine import cpu_model
 
 import purgatory
+from purgatory.broker.storage.records import build_batch, validate_batch
 from purgatory.sim import SimulationConfig, run
+from purgatory.sim.clients import record_values
 
 SCENARIOS = {
     "saturation": 1_000_000.0,
@@ -118,6 +127,51 @@ def wake_floor(rates: Sequence[float], duration_s: float, use_uvloop: bool) -> l
     return costs
 
 
+#: requests per chunk in :func:`work_after_waits`: the default run's ~1,650 requests a
+#: second over its ~240 loop wake-ups
+CHUNK_REQUESTS = 7
+
+
+def _chunk(seq: int) -> int:
+    """One chunk of per-request work: build and check CHUNK_REQUESTS default batches."""
+    cfg = SimulationConfig()
+    size = 0
+    for i in range(CHUNK_REQUESTS):
+        batch = build_batch(record_values(0, seq + i, cfg.records_per_batch, cfg.record_bytes))
+        size += validate_batch(batch).batch_length
+    return size
+
+
+async def _waits_then_work(wait_ms: float, chunks: int) -> tuple[float, float]:
+    """(work us per chunk, CPU us per wait and chunk) after ``wait_ms`` waits."""
+    work_s = 0.0
+    cpu0 = time.process_time()
+    for n in range(chunks):
+        await asyncio.sleep(wait_ms / 1000)
+        t0 = time.perf_counter()
+        _chunk(n * CHUNK_REQUESTS)
+        work_s += time.perf_counter() - t0
+    return work_s / chunks * 1e6, (time.process_time() - cpu0) / chunks * 1e6
+
+
+def work_after_waits(
+    waits_ms: Sequence[float], seconds_each: float, use_uvloop: bool
+) -> list[tuple[float, float]]:
+    """:func:`_waits_then_work` at each wait, on one loop; each about ``seconds_each``."""
+    factory = asyncio.new_event_loop
+    if use_uvloop:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    results = []
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_waits_then_work(0, 200))  # warm-up
+        for wait_ms in waits_ms:
+            chunks = int(seconds_each * 1000 / (wait_ms + 0.1))
+            results.append(runner.run(_waits_then_work(wait_ms, max(chunks, 100))))
+    return results
+
+
 def profile_top(rate: float, duration_s: float, uvloop: bool, top: int) -> str:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -164,6 +218,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "\nthe machine's floor: CPU us per bare timed wake-up of the loop (nothing else "
         "runs), at " + ", ".join(f"{r:,.0f}/s: {c:.1f}" for r, c in zip(rates, floor, strict=True))
     )
+    waits_ms = (0.0, 1.0, 4.0, 10.0)
+    after = work_after_waits(waits_ms, 2.0, args.uvloop)
+    print(f"\nthe same work (building and checking {CHUNK_REQUESTS} batches) after each wait:")
+    print(f"{'wait ms':>8}  {'work us':>8}  {'CPU us per wake-up':>18}")
+    for wait_ms, (work_us, cpu_us) in zip(waits_ms, after, strict=True):
+        print(f"{wait_ms:>8g}  {work_us:>8.1f}  {cpu_us:>18.1f}")
     if args.profile:
         for name in names:
             print(f"\ncProfile, {name} ({args.duration_s:g} s), top {args.top} by own time:")
