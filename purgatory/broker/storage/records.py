@@ -73,6 +73,7 @@ __all__ = [
     "iter_records",
     "next_offset",
     "records_of",
+    "span_crc32c",
     "validate_batch",
     "with_base_offset",
 ]
@@ -95,8 +96,6 @@ _INT64_MAX = 2**63 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _BASE_OFFSET = struct.Struct(">q")
 _MAGIC_AND_DELTA = struct.Struct(">bxxxxxxi")  # magic (16), last offset delta (23)
-# base offset (0), batch length (8), last offset delta (23): where a batch ends and what follows
-_NEXT_FIELDS = struct.Struct(">qi11xi")
 _LEADER_EPOCH = struct.Struct(">i")
 assert _HEADER.size == HEADER_BYTES
 
@@ -173,6 +172,38 @@ CRC32C_IMPLEMENTATION = "python" if _crc32c_native is None else "crc32c"
 #: is checksummed about five times on its way through the simulation), else
 #: :func:`_crc32c_python`.
 crc32c: Callable[[BytesLike], int] = _crc32c_python if _crc32c_native is None else _crc32c_native
+
+#: Up to this many bytes, the pure build's :func:`crc32c_span` copies the span
+#: (cheaper than a memoryview for a typical batch); a longer one is viewed.
+_COPY_FOR_CRC_BYTES = 4096
+
+try:
+    import cython
+except ImportError:  # the pure-Python build, with Cython not installed
+    from .. import _cython_shim as cython
+
+if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
+    #: A v2 header's (base offset, batch length, magic, crc, last offset delta) at
+    #: ``data[p:]`` (``data`` holds at least the header there).
+    batch_fields = struct.Struct(">qi4xbIxxi").unpack_from
+
+    def crc32c_span(data: bytes, start: int, end: int, hardware: bool = True) -> int:
+        """The CRC-32C of ``data[start:end]``, -1 if that is not inside ``data`` (as in
+        C; ``hardware`` matters only there). O(end - start)."""
+        if not 0 <= start <= end <= len(data):
+            return -1
+        if end - start <= _COPY_FOR_CRC_BYTES:
+            return crc32c(data[start:end])  # a small copy costs less than a memoryview
+        with memoryview(data) as view:
+            return crc32c(view[start:end])
+
+
+def span_crc32c(data: bytes, start: int, end: int, hardware: bool = True) -> int:
+    """The CRC-32C of ``data[start:end]`` exactly as the read path computes it (in C in
+    the compiled build; there ``hardware`` False forces the table even where the CPU
+    has the instruction), -1 if that span is not inside ``data``. For tests and tools;
+    see ``cbatch.pxd``. O(end - start)."""
+    return crc32c_span(data, start, end, hardware)
 
 
 # --------------------------------------------------------------------------- header
@@ -253,16 +284,17 @@ def next_offset(records: BytesLike) -> int | None:
     answer), None if there is none: where a reader fetches next. Reads only the
     headers (not validated). O(batches).
     """
+    data = records if type(records) is bytes else bytes(records)
+    header_bytes, overhead = HEADER_BYTES, LOG_OVERHEAD_BYTES
     position = 0
     result = None
-    end = len(records)
-    unpack = _NEXT_FIELDS.unpack_from
+    end = len(data)
     while position < end:
-        if end - position < HEADER_BYTES:
-            RecordBatchHeader.parse(records, position)  # raises, saying how short it is
-        base_offset, batch_length, last_offset_delta = unpack(records, position)
+        if end - position < header_bytes:
+            RecordBatchHeader.parse(data, position)  # raises, saying how short it is
+        base_offset, batch_length, _, _, last_offset_delta = batch_fields(data, position)
         result = base_offset + last_offset_delta + 1
-        position += batch_length + LOG_OVERHEAD_BYTES
+        position += batch_length + overhead
     return result
 
 
@@ -295,7 +327,10 @@ def validate_batch(buf: BytesLike, *, check_crc: bool = True) -> RecordBatchHead
             f"or records_count ({header.records_count})"
         )
     if check_crc:
-        actual = crc32c(memoryview(buf)[CRC_START:])
+        if type(buf) is bytes:
+            actual = crc32c_span(buf, CRC_START, size)  # in C when compiled
+        else:
+            actual = crc32c(memoryview(buf)[CRC_START:])
         if actual != header.crc:
             raise CorruptRecordError(
                 f"CRC mismatch: header says {header.crc:#010x}, data gives {actual:#010x}"

@@ -1,0 +1,20 @@
+# Declarations for compiling records.py with Cython (pure-Python mode; the .py is the one
+# source): the header walk of next_offset and the CRC of validate_batch run in C, on the
+# primitives of cbatch.pxd, which stand in for the pure module's batch_fields and
+# crc32c_span. Everything else in the module compiles as it is.
+cimport cython
+from libc.stdint cimport int32_t
+
+from .cbatch cimport batch_fields, crc32c_span
+
+
+@cython.locals(
+    data=bytes,
+    position=Py_ssize_t,
+    end=Py_ssize_t,
+    batch_length=int32_t,
+    last_offset_delta=int32_t,
+    header_bytes=Py_ssize_t,
+    overhead=Py_ssize_t,
+)
+cpdef object next_offset(object records)
