@@ -7,7 +7,8 @@ and the modules a broker request runs through, compiled as they are but for the
 ``.pxd`` of six classes, which makes their ``__slots__`` C fields (it removes the
 interpreter's dispatch and those attribute lookups), and the batch loops of
 ``storage/segment.py`` and ``storage/records.py``, which read headers and compute
-CRC-32C in C (``storage/cbatch.pxd``); BENCHMARKS.md has the measurements. The build falls back to the pure-Python modules, with a warning, when:
+CRC-32C in C (``storage/cbatch.pxd``); BENCHMARKS.md has the measurements. The
+build falls back to the pure-Python modules, with a warning, when:
 
 * ``PURGATORY_NO_EXTENSIONS`` is set (to anything but ``0`` or empty),
 * Cython is not importable (the build requirements pin it, so only outside an
