@@ -11,8 +11,10 @@
 # independently and XORed). Both give exactly the crc32c package's value, which
 # tests/broker/storage/test_cbatch.py checks on every span of random data, each path
 # forced in turn.
-from libc.stdint cimport int32_t, int64_t, uint32_t
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
 cdef extern from *:
     """
@@ -114,11 +116,25 @@ cdef extern from *:
     static uint32_t purgatory_be32(const unsigned char *p) {
         return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
     }
+    static void purgatory_put_be64(unsigned char *p, uint64_t v) {
+        for (int i = 7; i >= 0; i--) {
+            p[i] = (unsigned char)(v & 0xFF);
+            v >>= 8;
+        }
+    }
+    static void purgatory_put_be32(unsigned char *p, uint32_t v) {
+        p[0] = (unsigned char)(v >> 24);
+        p[1] = (unsigned char)(v >> 16);
+        p[2] = (unsigned char)(v >> 8);
+        p[3] = (unsigned char)v;
+    }
     """
     uint32_t c_crc32c "purgatory_crc32c" (const unsigned char *p, size_t n, int hardware) noexcept nogil
     int crc32c_uses_cpu "purgatory_crc32c_uses_cpu" () noexcept nogil
     int64_t be64 "purgatory_be64" (const unsigned char *p) noexcept nogil
     uint32_t be32 "purgatory_be32" (const unsigned char *p) noexcept nogil
+    void put_be64 "purgatory_put_be64" (unsigned char *p, uint64_t v) noexcept nogil
+    void put_be32 "purgatory_put_be32" (unsigned char *p, uint32_t v) noexcept nogil
 
 
 # The CRC-32C of data[start:end]; the caller keeps 0 <= start <= end <= len(data)
@@ -130,6 +146,32 @@ cdef inline long long crc32c_span(
     if data is None or start < 0 or end < start or end > PyBytes_GET_SIZE(data):
         return -1
     return c_crc32c(<const unsigned char *>PyBytes_AS_STRING(data) + start, end - start, hardware)
+
+
+# The same for a bytearray (a batch being built).
+cdef inline long long crc32c_span_of_bytearray(
+    bytearray data, Py_ssize_t start, Py_ssize_t end
+) noexcept:
+    if data is None or start < 0 or end < start or end > PyByteArray_GET_SIZE(data):
+        return -1
+    return c_crc32c(<const unsigned char *>PyByteArray_AS_STRING(data) + start, end - start, 1)
+
+
+# A copy of the batch ``buf`` with base offset ``base_offset`` and, if ``set_epoch``,
+# partition leader epoch ``leader_epoch`` (the caller checked buf is a whole header).
+cdef inline bytes stamped(bytes buf, int64_t base_offset, int32_t leader_epoch, bint set_epoch):
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+    cdef bytes out
+    cdef unsigned char *o
+    if n < 16:
+        raise ValueError(f"a batch header needs 16 bytes to stamp, not {n}")
+    out = PyBytes_FromStringAndSize(NULL, n)
+    o = <unsigned char *>PyBytes_AS_STRING(out)
+    memcpy(o, PyBytes_AS_STRING(buf), n)
+    put_be64(o, <uint64_t>base_offset)
+    if set_epoch:
+        put_be32(o + 12, <uint32_t>leader_epoch)
+    return out
 
 
 # A v2 batch header's (base offset, batch length, magic, crc, last offset delta) at

@@ -1,11 +1,12 @@
 # Declarations for compiling records.py with Cython (pure-Python mode; the .py is the one
-# source): the header walk of next_offset and the CRC of validate_batch run in C, on the
-# primitives of cbatch.pxd, which stand in for the pure module's batch_fields and
-# crc32c_span. Everything else in the module compiles as it is.
+# source): the header walk of next_offset, the CRCs of validate_batch and build_batch and
+# the copy of with_base_offset run in C, on the primitives of cbatch.pxd, which stand in
+# for the pure module's functions of the same names. Everything else in the module
+# compiles as it is.
 cimport cython
 from libc.stdint cimport int32_t
 
-from .cbatch cimport batch_fields, crc32c_span
+from .cbatch cimport batch_fields, crc32c_span, crc32c_span_of_bytearray, stamped
 
 
 @cython.locals(

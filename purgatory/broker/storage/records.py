@@ -97,6 +97,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _BASE_OFFSET = struct.Struct(">q")
 _MAGIC_AND_DELTA = struct.Struct(">bxxxxxxi")  # magic (16), last offset delta (23)
 _LEADER_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 assert _HEADER.size == HEADER_BYTES
 
 _COMPRESSION_MASK = 0x07
@@ -196,6 +197,22 @@ if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
             return crc32c(data[start:end])  # a small copy costs less than a memoryview
         with memoryview(data) as view:
             return crc32c(view[start:end])
+
+    def crc32c_span_of_bytearray(data: bytearray, start: int, end: int) -> int:
+        """:func:`crc32c_span` of a bytearray. O(end - start)."""
+        if not 0 <= start <= end <= len(data):
+            return -1
+        with memoryview(data) as view:
+            return crc32c(view[start:end])
+
+    def stamped(buf: bytes, base_offset: int, leader_epoch: int, set_epoch: bool) -> bytes:
+        """A copy of the batch with base offset ``base_offset`` and, if ``set_epoch``,
+        leader epoch ``leader_epoch``; the caller checked the values. O(len(buf))."""
+        out = bytearray(buf)
+        _BASE_OFFSET.pack_into(out, 0, base_offset)
+        if set_epoch:
+            _LEADER_EPOCH.pack_into(out, 12, leader_epoch)
+        return bytes(out)
 
 
 def span_crc32c(data: bytes, start: int, end: int, hardware: bool = True) -> int:
@@ -352,13 +369,12 @@ def with_base_offset(buf: BytesLike, base_offset: int, leader_epoch: int | None 
         raise CorruptRecordError(f"unsupported magic {magic}, expected {MAGIC}")
     if not 0 <= base_offset <= _INT64_MAX - max(0, delta):
         raise ValueError(f"base offset {base_offset} out of range for this batch")
-    out = bytearray(buf)
-    _BASE_OFFSET.pack_into(out, 0, base_offset)
-    if leader_epoch is not None:
-        if not -(2**31) <= leader_epoch <= _INT32_MAX:
-            raise ValueError(f"leader epoch {leader_epoch} does not fit an int32")
-        _LEADER_EPOCH.pack_into(out, 12, leader_epoch)
-    return bytes(out)
+    if leader_epoch is not None and not -(2**31) <= leader_epoch <= _INT32_MAX:
+        raise ValueError(f"leader epoch {leader_epoch} does not fit an int32")
+    data = buf if type(buf) is bytes else bytes(buf)
+    if leader_epoch is None:
+        return stamped(data, base_offset, 0, False)
+    return stamped(data, base_offset, leader_epoch, True)  # in C when compiled
 
 
 def iter_batches(buf: BytesLike, *, check_crc: bool = True) -> Iterator[bytes]:
@@ -612,7 +628,7 @@ def build_batch(
         count,
     )
     out += payload
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _CRC.pack_into(out, 17, crc32c_span_of_bytearray(out, CRC_START, len(out)))  # C if compiled
     return bytes(out)
 
 

@@ -94,3 +94,37 @@ def test_a_span_longer_than_a_batch() -> None:
     for start, end in ((0, 100_000), (3, 99_001), (4_000, 8_200)):
         want = records._crc32c_python(data[start:end])
         assert span_crc32c(data, start, end) == want == span_crc32c(data, start, end, False)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=8))
+def test_a_built_batch_carries_the_packages_crc(values: list[bytes]) -> None:
+    """build_batch computes its CRC over the bytearray it builds (in C when compiled)."""
+    batch = build_batch(values)
+    assert struct.unpack_from(">I", batch, 17)[0] == crc32c(batch[21:])
+
+
+@pytest.mark.parametrize(
+    "base_offset, leader_epoch",
+    [(0, None), (7, 3), (2**63 - 1 - 4, -(2**31)), (2**40, 2**31 - 1)],
+)
+def test_with_base_offset_stamps_any_input_the_same(
+    base_offset: int, leader_epoch: int | None
+) -> None:
+    """The stamped copy (in C when compiled, for bytes) equals the struct-built one,
+    whatever buffer it is given, and leaves the input alone."""
+    batch = build_batch([b"a", b"b", b"c", b"d", b"e"])  # last offset delta 4
+    want = bytearray(batch)
+    struct.pack_into(">q", want, 0, base_offset)
+    if leader_epoch is not None:
+        struct.pack_into(">i", want, 12, leader_epoch)
+    for given_buf in (batch, bytearray(batch), memoryview(batch)):
+        out = with_base_offset(given_buf, base_offset, leader_epoch)
+        assert type(out) is bytes and out == bytes(want)
+    assert batch == build_batch([b"a", b"b", b"c", b"d", b"e"], base_timestamp_ms=_ts(batch))
+
+
+def _ts(batch: bytes) -> int:
+    """The base timestamp of ``batch`` (to build it again byte for byte)."""
+    timestamp_ms: int = struct.unpack_from(">q", batch, 27)[0]
+    return timestamp_ms
