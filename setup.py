@@ -5,10 +5,10 @@ are plain Python that Cython compiles in its pure-Python mode: the synchronous
 core's, typed by the ``.pxd`` file beside each one (see ``purgatory/core/build.py``),
 and the modules a broker request runs through, compiled as they are but for the
 ``.pxd`` of six classes, which makes their ``__slots__`` C fields (it removes the
-interpreter's dispatch and those attribute lookups), and the batch loops of
-``storage/segment.py`` and ``storage/records.py``, which read headers and compute
-CRC-32C in C (``storage/cbatch.pxd``); BENCHMARKS.md has the measurements. The
-build falls back to the pure-Python modules, with a warning, when:
+interpreter's dispatch and those attribute lookups), and the batch work of
+``storage/segment.py`` and ``storage/records.py``, which reads headers, computes
+CRC-32C and stamps offsets in C (``storage/cbatch.pxd``); BENCHMARKS.md has the
+measurements. The build falls back to the pure-Python modules, with a warning, when:
 
 * ``PURGATORY_NO_EXTENSIONS`` is set (to anything but ``0`` or empty),
 * Cython is not importable (the build requirements pin it, so only outside an

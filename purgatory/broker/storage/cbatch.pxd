@@ -1,7 +1,8 @@
-# The compiled build's batch primitives in C, cimported by segment.pxd in place of the
-# pure module's (segment.py defines the same names for the pure build): a batch
-# header's fields read big-endian straight from the bytes, and the CRC-32C of a span of
-# bytes, computed without a Python call, a memoryview or a slice.
+# The compiled build's batch primitives in C, cimported by records.pxd and segment.pxd in
+# place of the pure module's functions of the same names (records.py defines those, under
+# `if not cython.compiled`): a batch header's fields read big-endian straight from the
+# bytes, the CRC-32C of a span of bytes or of a bytearray, and a batch's copy with a new
+# base offset and leader epoch, each without a Python call, a memoryview or a slice.
 #
 # CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial and final value
 # 0xFFFFFFFF: the checksum of Kafka's batches). On x86-64 with SSE 4.2 (checked once, at
