@@ -188,7 +188,7 @@ if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
     #: ``data[p:]`` (``data`` holds at least the header there).
     batch_fields = struct.Struct(">qi4xbIxxi").unpack_from
 
-    def crc32c_span(data: bytes, start: int, end: int, hardware: bool = True) -> int:
+    def crc32c_span(data: bytes | bytearray, start: int, end: int, hardware: bool = True) -> int:
         """The CRC-32C of ``data[start:end]``, -1 if that is not inside ``data`` (as in
         C; ``hardware`` matters only there). O(end - start)."""
         if not 0 <= start <= end <= len(data):
@@ -198,12 +198,8 @@ if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
         with memoryview(data) as view:
             return crc32c(view[start:end])
 
-    def crc32c_span_of_bytearray(data: bytearray, start: int, end: int) -> int:
-        """:func:`crc32c_span` of a bytearray. O(end - start)."""
-        if not 0 <= start <= end <= len(data):
-            return -1
-        with memoryview(data) as view:
-            return crc32c(view[start:end])
+    #: the same for a bytearray (C has one function for each type)
+    crc32c_span_of_bytearray = crc32c_span
 
     def stamped(buf: bytes, base_offset: int, leader_epoch: int, set_epoch: bool) -> bytes:
         """A copy of the batch with base offset ``base_offset`` and, if ``set_epoch``,
