@@ -27,6 +27,7 @@ from .core.clock import Clock
 from .core.errors import OperationCancelledError, PurgatoryClosedError
 from .core.idle import IdleTracker
 from .core.keys import TopicPartition
+from .core.operation import Outcome
 from .core.purgatory import PurgatoryStatistics
 from .core.timer_list import TimerTask
 
@@ -37,6 +38,7 @@ __all__ = [
     "IdleTracker",
     "LoopClock",
     "OperationCancelledError",
+    "Outcome",
     "PurgatoryClosedError",
     "PurgatoryStatistics",
     "SystemTimer",

@@ -21,6 +21,7 @@ PACKAGES = [
     "purgatory.broker.storage",
     "purgatory.sim",
     "purgatory.analytics",
+    "purgatory.contrib",
 ]
 
 
@@ -74,3 +75,39 @@ def test_the_core_imports_no_third_party_package() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert purgatory.__all__ == sorted(purgatory.__all__)
+
+
+SIGNATURES = {
+    "DelayedOperation": "(delay_ms: 'int') -> 'None'",
+    "TimerTask": "(delay_ms: 'int') -> 'None'",
+    "IdleTracker": (
+        "(timeout_ms: 'int', on_idle: 'Callable[[Any], object]', *, timer: 'Timer') -> 'None'"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_constructors_show_their_real_signature_on_either_build(name: str) -> None:
+    """The compiled core's extension types hide ``__init__`` behind a slot wrapper;
+    ``inspect.signature`` (so ``help()`` and IDEs that ask the runtime) still gives the
+    real parameters, the same on both builds."""
+    assert str(inspect.signature(getattr(purgatory, name))) == SIGNATURES[name]
+
+
+def test_a_subclass_with_its_own_init_shows_that_init() -> None:
+    class Poll(purgatory.DelayedOperation[int]):
+        def __init__(self, key: str, timeout_ms: int = 30_000) -> None:
+            super().__init__(timeout_ms)
+            self.key = key
+
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> int:
+            return 1
+
+    # no on_expiration: an optional hook, so mypy --strict lets this class be instantiated
+    poll = Poll("k")
+    assert str(inspect.signature(Poll)) == "(key: 'str', timeout_ms: 'int' = 30000) -> 'None'"
+    assert poll.delay_ms == 30_000
+    poll.on_expiration()  # the default does nothing

@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..core.errors import PurgatoryClosedError
 from ..core.purgatory import DEFAULT_PURGE_INTERVAL, Purgatory
 from .backends import report_to_running_library, require_backend
 from .operation import DelayedOperation
@@ -113,9 +114,12 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
         The loop is the one the purgatory was entered on (``async with``): asyncio's
         ``loop.call_soon_threadsafe``, or on trio ``TrioToken.run_sync_soon`` (as
         ``trio.from_thread.run_sync`` does, without blocking the calling thread).
+        PurgatoryClosedError once closed; RuntimeError if it was never entered.
         """
         schedule = self._call_soon_threadsafe
         if schedule is None:
+            if self.closed:
+                raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
             raise RuntimeError(f"purgatory {self.name!r} is not running on a loop")
         result: concurrent.futures.Future[R] = concurrent.futures.Future()
         on_trio = self._on_trio
@@ -137,7 +141,10 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
 
     async def __aenter__(self) -> DelayedOperationPurgatory[Op]:
         """Bind to the running asyncio loop or trio run; start the timer's reaper
-        (if ``reaper_enabled`` and none runs)."""
+        (if ``reaper_enabled`` and none runs). PurgatoryClosedError once closed: a
+        closed purgatory cannot be entered again."""
+        if self.closed:
+            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed: it cannot be entered")
         backend = require_backend("a purgatory")
         self.untrack_pending()  # the exit shuts down, which tracks them again
         self._call_soon_threadsafe = backend.threadsafe_scheduler()

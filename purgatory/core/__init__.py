@@ -20,7 +20,7 @@ from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .idle import IdleTracker
 from .keys import TopicPartition
-from .operation import Operation, Waiter
+from .operation import Operation, Outcome, Waiter
 from .purgatory import DEFAULT_PURGE_INTERVAL, Purgatory, PurgatoryStatistics
 from .quantile import exact_quantile, quantile_rank
 from .timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, Timer, WheelTimer
@@ -36,6 +36,7 @@ __all__ = [
     "IdleTracker",
     "Operation",
     "OperationCancelledError",
+    "Outcome",
     "Purgatory",
     "PurgatoryClosedError",
     "PurgatoryStatistics",

@@ -57,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._signature import InitSignature
 from .timer import Timer, WheelTimer
 from .timer_list import TimerTask
 
@@ -101,6 +102,9 @@ class _Tracker:
         "_timer",
         "_wheel",
     )
+
+    #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
+    __signature__ = InitSignature()
 
     def __init__(self, timeout_ms: int, on_idle: Callable[[Any], object], *, timer: Timer) -> None:
         if type(timeout_ms) is not int or timeout_ms <= 0:

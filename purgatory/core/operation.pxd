@@ -13,6 +13,7 @@ cdef extern from "Python.h":
 
 cdef class CompletionListener:
     cpdef _operation_completed(self, Operation op, bint from_timer)
+    cpdef _operation_cancelled(self, Operation op, bint from_timer)
 
 
 cdef class Operation(TimerTask):
@@ -30,6 +31,9 @@ cdef class Operation(TimerTask):
 
     cpdef run(self)
 
+    cpdef cancel(self)
+
+    @cython.locals(was_scheduled=cython.bint, purgatory=CompletionListener)
     cpdef bint _abandon(self, error) except -1
 
     @cython.locals(waiters=list)

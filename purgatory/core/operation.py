@@ -1,10 +1,23 @@
 """Operation: a request that waits and completes exactly once (the synchronous core
 of :class:`purgatory.DelayedOperation`, which adds ``await``).
 
-An operation is a :class:`~.timer_list.TimerTask` with a lifecycle::
+An operation is a :class:`~.timer_list.TimerTask` with a lifecycle, its state
+readable as :attr:`Operation.outcome` (an :class:`Outcome`)::
 
-    PENDING --force_complete()--> COMPLETED      (early, or by expiry)
-    PENDING --cancelled---------> CANCELLED      (cancel_for_key, purgatory closed)
+    PENDING --force_complete()------> COMPLETED   (early: try_complete, or directly)
+    PENDING --the timer runs it-----> EXPIRED     (force_complete from run())
+    PENDING --cancel()--------------> CANCELLED   (this one; or cancel_for_key, close)
+
+``is_completed`` is True in COMPLETED and EXPIRED (Kafka's ``isCompleted``: an
+expired operation completed too, by its timeout); ``expired`` only in EXPIRED.
+
+Cancelling one operation (:meth:`Operation.cancel`: its client went away, its
+request was aborted) takes it out of the timer, tells its purgatory (which
+counts it as cancelled, no longer delayed, and notes its watcher entries for
+the purge) and fails its awaiters at once with
+:class:`~purgatory.OperationCancelledError`. No callback runs. The timer's own
+unscheduling of a task is :meth:`~.timer_list.TimerTask._unlink`, which an
+operation does not override.
 
 Subclasses implement three callbacks, as in Kafka:
 
@@ -51,6 +64,7 @@ bookkeeping (:mod:`.purgatory`; the two classes are one unit, as Kafka's
 from __future__ import annotations
 
 from abc import abstractmethod
+from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from .errors import OperationCancelledError
@@ -71,7 +85,7 @@ if not cython.compiled:  # the compiled core cimports CPython's own (operation.p
         """Hand ``obj`` back to the cyclic garbage collector (compiled core only)."""
 
 
-__all__ = ["CompletionListener", "Operation", "Waiter"]
+__all__ = ["CompletionListener", "Operation", "Outcome", "Waiter"]
 
 T_contra = TypeVar("T_contra", contravariant=True)
 
@@ -86,11 +100,28 @@ class Waiter(Protocol[T_contra]):
     def set_exception(self, exception: BaseException, /) -> None: ...
 
 
+# The states, as small ints (the hot paths test ``_state`` for zero: pending). Bit 0
+# set means completed (on_complete ran or raised): early (1) or by expiry (3).
 _PENDING = 0
-_COMPLETED = 1  # on_complete ran (or raised)
+_COMPLETED = 1
 _CANCELLED = 2
+_EXPIRED = 3
 
-_STATE_NAMES = {_PENDING: "pending", _COMPLETED: "completed", _CANCELLED: "cancelled"}
+
+class Outcome(Enum):
+    """How an operation ended, or that it has not: :attr:`Operation.outcome`."""
+
+    #: waiting: not completed, not expired, not cancelled
+    PENDING = _PENDING
+    #: completed before its deadline (``try_complete`` or ``force_complete``)
+    COMPLETED = _COMPLETED
+    #: completed by its timeout: the timer ran it (then ``on_expiration`` ran)
+    EXPIRED = _EXPIRED
+    #: cancelled: ``cancel()``, ``cancel_for_key`` or the purgatory closing; no callback ran
+    CANCELLED = _CANCELLED
+
+
+_OUTCOMES = (Outcome.PENDING, Outcome.COMPLETED, Outcome.CANCELLED, Outcome.EXPIRED)
 
 
 class CompletionListener:
@@ -104,6 +135,10 @@ class CompletionListener:
 
     def _operation_completed(self, op: Operation, from_timer: bool) -> None:
         """``op`` just won ``force_complete``; ``from_timer``: it was in the timer."""
+        raise NotImplementedError
+
+    def _operation_cancelled(self, op: Operation, from_timer: bool) -> None:
+        """``op`` was just cancelled; ``from_timer``: it was in the timer."""
         raise NotImplementedError
 
 
@@ -132,7 +167,7 @@ class Operation(TimerTask):
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms  # TimerTask.__init__, inlined: one frame less per operation
         self._list = None
-        # invariant: moves PENDING -> COMPLETED or PENDING -> CANCELLED, once
+        # invariant: moves once, from PENDING to COMPLETED, EXPIRED or CANCELLED
         self._state = _PENDING
         self._outcome: Any = None  # on_complete's value, once COMPLETED
         self._error: BaseException | None = None  # what awaiters raise instead
@@ -156,9 +191,9 @@ class Operation(TimerTask):
     def on_complete(self) -> Any:
         """Build and return the outcome; runs exactly once."""
 
-    @abstractmethod
     def on_expiration(self) -> None:
-        """Runs after ``on_complete`` when the operation expired."""
+        """Runs after ``on_complete`` when the operation expired. Optional: does nothing
+        unless overridden."""
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -171,10 +206,10 @@ class Operation(TimerTask):
             return False
         if cython.compiled and not gc_is_tracked(self):
             gc_track(self)  # pending in an entered purgatory: see Purgatory.untrack_pending
-        self._state = _COMPLETED
+        self._state = _EXPIRED if self._expiring else _COMPLETED
         was_scheduled = self._list is not None
         if was_scheduled:
-            self.cancel()  # the timer task; O(1)
+            self._unlink()  # the timer task; O(1)
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._operation_completed(self, was_scheduled or self._expiring)
@@ -198,18 +233,33 @@ class Operation(TimerTask):
         finally:
             self._expiring = False
 
-    def _abandon(self, error: OperationCancelledError) -> bool:
-        """Move a pending operation to CANCELLED, failing its awaiters with ``error``.
+    def cancel(self) -> bool:
+        """Cancel this operation if it is pending: True if this call cancelled it. O(1) +
+        awaiters.
 
-        Returns False if it was not pending. O(1) + awaiters.
+        For one operation whose client went away: it leaves the timer, its purgatory
+        counts it as cancelled (``statistics().cancelled``), no longer in
+        ``num_delayed``, and drops its watcher entries at the next purge; its
+        awaiters raise :class:`~purgatory.OperationCancelledError` at once. No
+        callback runs. False (and nothing changes) if it is already done.
+        """
+        return self._abandon(OperationCancelledError(f"cancelled: {self!r}"))
+
+    def _abandon(self, error: OperationCancelledError) -> bool:
+        """Move a pending operation to CANCELLED, tell its purgatory, and fail its
+        awaiters with ``error``. Returns False if it was not pending. O(1) + awaiters.
         """
         if self._state != _PENDING:
             return False
         if cython.compiled and not gc_is_tracked(self):
             gc_track(self)
         self._state = _CANCELLED
-        if self._list is not None:
-            self.cancel()
+        was_scheduled = self._list is not None
+        if was_scheduled:
+            self._unlink()
+        purgatory = self._purgatory
+        if purgatory is not None:
+            purgatory._operation_cancelled(self, was_scheduled)
         self._error = error
         self._settle()
         return True
@@ -233,7 +283,17 @@ class Operation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """True once ``force_complete`` succeeded (early or by expiry). O(1)."""
-        return self._state == _COMPLETED
+        return bool(self._state & 1)
+
+    @property
+    def expired(self) -> bool:
+        """True if the timeout completed the operation (``on_expiration`` ran). O(1)."""
+        return self._state == _EXPIRED
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the operation ended (or ``Outcome.PENDING``); read it after ``await``. O(1)."""
+        return _OUTCOMES[self._state]
 
     @property
     def is_cancelled(self) -> bool:
@@ -277,4 +337,5 @@ class Operation(TimerTask):
             waiters.remove(waiter)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {_STATE_NAMES[self._state]}>"
+        state = _OUTCOMES[self._state].name.lower()
+        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"

@@ -48,13 +48,10 @@ cdef class Purgatory(CompletionListener):
     @cython.locals(watchers=dict, ops=dict)
     cdef Py_ssize_t _unwatch(self, Operation op, key) except -1
 
-    @cython.locals(was_scheduled=cython.bint)
-    cpdef bint _cancel(self, Operation op, error) except -1
+    cpdef _operation_cancelled(self, Operation op, bint from_timer)
 
     @cython.locals(wheel=WheelTimer, now_ms=cython.longlong)
     cpdef _operation_completed(self, Operation op, bint from_timer)
-
-    cpdef _purge_if_due(self)
 
     cpdef _request_purge(self)
 

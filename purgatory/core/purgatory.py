@@ -226,12 +226,15 @@ class Purgatory(CompletionListener):
         anything changes (ValueError: no keys, an operation already given to a
         purgatory, this one included, or already done; TypeError: an unhashable
         key; the timer's TypeError or ValueError: a delay it would refuse;
-        RuntimeError: closed). A key given twice is watched once. Unlike Kafka it
-        tries once, not again after watching: see the module doc.
+        :class:`~purgatory.PurgatoryClosedError`, a RuntimeError: closed). A key
+        given twice is watched once. Unlike Kafka it tries once, not again after
+        watching: see the module doc. If the operation's ``try_complete`` returns
+        False but the operation is done by then (completed or cancelled by a
+        re-entrant call), it is neither timed nor watched, and False is returned.
         O(len(keys)) + one ``try_complete`` call.
         """
         if self._closed:
-            raise RuntimeError(f"purgatory {self.name!r} is closed")
+            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
         if operation._purgatory is not None:
             raise ValueError(f"{operation!r} is already in a purgatory")
         if operation._state:  # is_done, read directly: the hot path
@@ -261,6 +264,11 @@ class Purgatory(CompletionListener):
         try:
             if operation.try_complete():
                 return True  # counted by force_complete (_operation_completed)
+            if operation._state:
+                # its try_complete completed or cancelled it re-entrantly (say through
+                # another operation's callback) and still returned False: counted by
+                # then, and never watched or timed, so nothing is left to do
+                return False  # type: ignore[unreachable] # mypy keeps _state narrowed
             if timer_enabled:  # before watching: a delay out of range changes nothing
                 wheel = self._wheel
                 if wheel is not None:
@@ -362,8 +370,13 @@ class Purgatory(CompletionListener):
         listed = list(ops)
         ops.clear()  # a walk of this key going on sees its list emptied
         error = OperationCancelledError(f"cancelled: key {key!r} of {self.name!r}")
-        cancelled = [op for op in listed if self._cancel(op, error)]
-        self._purge_if_due()
+        self._depth += 1  # one purge check at the end, not one per operation
+        try:
+            cancelled = [op for op in listed if op._abandon(error)]
+        finally:
+            self._depth -= 1
+            if self._purge_due and not self._depth:
+                self._leave()
         return cancelled
 
     @property
@@ -471,7 +484,8 @@ class Purgatory(CompletionListener):
                 listed = list(ops)
                 ops.clear()  # a walk going on sees its list emptied
                 for op in listed:
-                    self._cancel(op, error)
+                    op._abandon(error)
+            self._done_watched = []  # their keys are gone with the lists
 
     def report_exception(
         self,
@@ -487,15 +501,16 @@ class Purgatory(CompletionListener):
 
     # -- bookkeeping ---------------------------------------------------------
 
-    def _cancel(self, op: Operation, error: OperationCancelledError) -> bool:
-        was_scheduled = op._list is not None
-        if not op._abandon(error):
-            return False
+    def _operation_cancelled(self, op: Operation, from_timer: bool) -> None:
+        """Called by ``Operation._abandon`` of an operation given to this purgatory
+        (``op.cancel()``, ``cancel_for_key``, ``shutdown``): counters and purge. O(1)."""
         self._cancelled += 1
-        if was_scheduled:
+        if from_timer:
             self._num_delayed -= 1
-        self._done_watched.append(op)
-        return True
+        if op._nkeys:  # watched: its entries wait for the purge
+            self._done_watched.append(op)
+        if self._estimated - self._num_delayed > self.purge_interval:
+            self._request_purge()
 
     def _operation_completed(self, op: Operation, from_timer: bool) -> None:
         """Called by ``force_complete`` of an operation given to this purgatory
@@ -511,12 +526,6 @@ class Purgatory(CompletionListener):
             self._lateness.record(now_ms - op.expiration_ms)
         else:
             self._completed_early += 1
-        if self._estimated - self._num_delayed > self.purge_interval:
-            self._request_purge()
-
-    def _purge_if_due(self) -> None:
-        """Purge if the estimate says more than ``purge_interval`` done operations
-        may be watched (completed or cancelled alike). O(1) unless it purges."""
         if self._estimated - self._num_delayed > self.purge_interval:
             self._request_purge()
 

@@ -18,8 +18,10 @@ cdef class TimerTask(_Link):
     cdef public object delay_ms
     cdef public long long expiration_ms
 
-    @cython.locals(bucket=TimerTaskList, nxt=_Link, prv=_Link)
     cpdef cancel(self)
+
+    @cython.locals(bucket=TimerTaskList, nxt=_Link, prv=_Link)
+    cpdef bint _unlink(self) except -1
 
 
 cdef class TaskSink:

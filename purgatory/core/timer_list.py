@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ._signature import InitSignature
+
 __all__ = ["TaskCounter", "TaskSink", "TimerTask", "TimerTaskList"]
 
 
@@ -67,6 +69,9 @@ class TimerTask(_Link):
 
     __slots__ = ("_list", "delay_ms", "expiration_ms")
 
+    #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
+    __signature__ = InitSignature()
+
     # invariant: None, or the bucket this task is linked in (then _next/_prev are
     # its neighbours there and expiration_ms is within that bucket's tick)
     _list: TimerTaskList | None
@@ -80,16 +85,30 @@ class TimerTask(_Link):
         """Called once, on the loop thread, when the task is due. Override it."""
         raise NotImplementedError(f"{type(self).__name__} must override run()")
 
-    def cancel(self) -> None:
-        """Unschedule the task; it will not run unless added again. O(1); idempotent."""
+    def cancel(self) -> bool:
+        """Unschedule the task; it will not run unless added again. True if it was
+        scheduled. O(1); idempotent.
+
+        (A :class:`~purgatory.DelayedOperation` overrides this: there it cancels the
+        operation, in the timer and in its purgatory.)
+        """
+        return self._unlink()
+
+    def _unlink(self) -> bool:
+        """Take the task out of its bucket, if any; True if it was in one. O(1).
+
+        What the timer itself uses to move or drop a task: never overridden.
+        """
         bucket = self._list
-        if bucket is not None:
-            nxt = self._next
-            prv = self._prev
-            prv._next = nxt
-            nxt._prev = prv
-            self._list = None
-            bucket._counter.value -= 1
+        if bucket is None:
+            return False
+        nxt = self._next
+        prv = self._prev
+        prv._next = nxt
+        nxt._prev = prv
+        self._list = None
+        bucket._counter.value -= 1
+        return True
 
     @property
     def is_scheduled(self) -> bool:
@@ -154,7 +173,7 @@ class TimerTaskList(_Link):
 
     def add(self, task: TimerTask, expiration_ms: int) -> None:
         """Append ``task`` expiring at ``expiration_ms``, moving it out of any bucket. O(1)."""
-        task.cancel()
+        task._unlink()
         task.expiration_ms = expiration_ms
         tail = self._prev
         task._next = self
@@ -176,7 +195,7 @@ class TimerTaskList(_Link):
         head = self._next
         while head is not self:
             assert isinstance(head, TimerTask)
-            nxt = head._next  # head.cancel(), inlined: the expiry hot path
+            nxt = head._next  # head._unlink(), inlined: the expiry hot path
             self._next = nxt
             nxt._prev = self
             head._list = None

@@ -122,7 +122,7 @@ class TimingWheel:
                 virtual_id = expiration_ms // tick_ms
                 bucket = wheel._buckets[virtual_id % wheel.wheel_size]
                 if task._list is not None:
-                    task.cancel()
+                    task._unlink()
                 task.expiration_ms = expiration_ms
                 tail = bucket._prev
                 task._next = bucket

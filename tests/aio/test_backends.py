@@ -295,10 +295,15 @@ async def test_closing_fails_awaiters_and_stops_the_reaper() -> None:
     assert all(op.is_cancelled and op.completions == 0 for op in ops)
     assert p.num_delayed == 0 and p.watched == 0 and len(p.timer) == 0
     assert "reaper=stopped" in repr(p.timer)
-    with pytest.raises(RuntimeError, match="closed"):
+    # every use of a closed purgatory raises the one closed error (a RuntimeError)
+    with pytest.raises(PurgatoryClosedError, match="closed"):
         p.try_complete_else_watch(MockOp(1), ["k"])
-    with pytest.raises(RuntimeError, match="not running"):
+    with pytest.raises(PurgatoryClosedError, match="closed"):
         p.call_threadsafe(print)
+    with pytest.raises(PurgatoryClosedError, match="cannot be entered"):
+        async with p:
+            pass
+    assert issubclass(PurgatoryClosedError, RuntimeError)
     await p.close()  # idempotent
 
 

@@ -117,7 +117,7 @@ class PlainOp(DelayedOperation[str]):
         return "plain"
 
     def on_expiration(self) -> None:
-        self.expired = True
+        self.timed_out = True
 
 
 @pytest.mark.parametrize("cls", [Slotted, Plain])
@@ -146,7 +146,8 @@ def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
     assert p.check_and_complete("k") == 1 and slotted.result() == "slotted"
     clock.advance(10)
     p.timer.poll()
-    assert plain.result() == "plain" and plain.expired and plain.note == "completed"
+    assert plain.result() == "plain" and plain.timed_out and plain.note == "completed"
+    assert plain.expired and not slotted.expired
     p._check_invariants()
 
 

@@ -1,0 +1,111 @@
+"""Real signatures for the classes the compiled core makes extension types.
+
+An extension type's ``__init__`` is a slot wrapper: ``inspect.signature`` finds
+no signature for the class (and ``help()`` shows ``(self, /, *args, **kwargs)``
+for it). Cython does write the constructor's signature as the first line of the
+class docstring (``embedsignature``: ``TimerTask(delay_ms: int) -> None``), so
+:class:`InitSignature`, set as a class's ``__signature__``, reads it from there:
+``inspect.signature`` asks a class for ``__signature__`` before anything else,
+and a ``None`` answer lets it carry on as usual. So it answers only for a class
+whose ``__init__`` is such a slot wrapper (the compiled core's classes and the
+Python subclasses that add no ``__init__``); for a class with an ``__init__`` of
+Python code (every class of the pure core, a user's subclass with its own
+``__init__``) it answers None and inspect reads that ``__init__`` itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from types import FunctionType
+from typing import Any
+
+__all__ = ["InitSignature"]
+
+_POSITIONAL = inspect.Parameter.POSITIONAL_ONLY
+_EITHER = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_STAR = "_bare_star_"  # stands for a bare * while the line is parsed
+
+
+class InitSignature:
+    """``__signature__`` of a class: its constructor's signature from the compiled
+    class's docstring, or None where ``__init__`` is Python code. O(signature)."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: object, owner: type) -> inspect.Signature | None:
+        if obj is not None or isinstance(vars_init(owner), FunctionType):
+            return None
+        for cls in owner.__mro__:
+            if "__init__" in vars(cls):
+                return _from_docstring(cls)
+        return None  # pragma: no cover - object defines __init__
+
+
+def vars_init(owner: type) -> object:
+    """The ``__init__`` that ``owner`` uses: the first in its MRO. O(MRO)."""
+    for cls in owner.__mro__:
+        init = vars(cls).get("__init__")
+        if init is not None:
+            return init
+    return None  # pragma: no cover - object defines __init__
+
+
+def _from_docstring(cls: type) -> inspect.Signature | None:
+    """The signature Cython wrote as ``Name(params) -> ret``, the docstring's first line.
+
+    Cython places a bare ``*`` (keyword-only parameters follow) one place too far
+    to the right in a constructor's line (it counts the hidden ``self``):
+    ``_Tracker(timeout_ms, on_idle, timer, *)`` stands for
+    ``(timeout_ms, on_idle, *, timer)``; this moves it back.
+    """
+    first = (cls.__doc__ or "").partition("\n")[0]
+    if not first.startswith(cls.__name__ + "("):
+        return None
+    text = re.sub(r"(?<=[(,] )\*(?=,|\))|(?<=\()\*(?=,|\))", _STAR, first[len(cls.__name__) :])
+    try:
+        func = ast.parse(f"def f{text}: pass").body[0]
+    except SyntaxError:
+        return None
+    assert isinstance(func, ast.FunctionDef)
+    args = func.args
+    names = [a.arg for a in args.args]
+    if _STAR in names:  # keyword-only parameters: those after the star, moved back one
+        at = names.index(_STAR) - 1
+        if args.defaults or at < 0:
+            return None  # not the shape Cython writes
+        moved = args.args[at : at + 1] + args.args[at + 2 :]
+        del args.args[at:]
+        args.kwonlyargs[:0] = moved
+        args.kw_defaults[:0] = [None] * len(moved)
+    params: list[inspect.Parameter] = []
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += args.defaults
+    kw_defaults = dict(zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    for index, arg in enumerate(positional):
+        if index == 0 and arg.arg == "self":
+            continue  # the class's signature leaves self out
+        kind = _POSITIONAL if arg in args.posonlyargs else _EITHER
+        params.append(_parameter(arg, kind, defaults[index]))
+    if args.vararg is not None:
+        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None))
+    params += [
+        _parameter(a, inspect.Parameter.KEYWORD_ONLY, kw_defaults[a]) for a in args.kwonlyargs
+    ]
+    if args.kwarg is not None:
+        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None))
+    returns = inspect.Signature.empty if func.returns is None else ast.unparse(func.returns)
+    return inspect.Signature(params, return_annotation=returns)
+
+
+def _parameter(arg: ast.arg, kind: Any, default: ast.expr | None) -> inspect.Parameter:
+    annotation = inspect.Parameter.empty if arg.annotation is None else ast.unparse(arg.annotation)
+    value: object = inspect.Parameter.empty
+    if default is not None:
+        try:
+            value = ast.literal_eval(default)
+        except ValueError:
+            value = ast.unparse(default)
+    return inspect.Parameter(arg.arg, kind, default=value, annotation=annotation)
