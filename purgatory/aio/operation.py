@@ -7,9 +7,11 @@ Awaiting is lazy: an operation nobody awaits never creates a waiter. Each
 ``await op`` makes its own waiter through the running library's backend (on
 asyncio and uvloop an ``asyncio.Future``; on trio a task rescheduled by
 ``wait_task_rescheduled``), registered with ``op.add_waiter``. Cancelling one
-awaiting task cancels only that wait: its waiter leaves the operation
-(``remove_waiter``), the operation, its watchers and its timer task are
-untouched, and other awaiters still get the outcome. On asyncio,
+awaiting task cancels only that wait: its waiter is done (on asyncio, its future
+is cancelled) and settling skips it (on trio it leaves the operation at once,
+``remove_waiter``); the operation, its watchers and its timer task are
+untouched, and other awaiters still get the outcome. To drop the operation
+itself (its client went away), call ``op.cancel()``. On asyncio,
 ``task.cancel()`` (or ``asyncio.timeout``, or an anyio cancel scope) raises
 ``CancelledError`` in the awaiter; on trio, a cancelled scope raises
 ``trio.Cancelled``. Either way, an operation cancelled by the purgatory
@@ -29,7 +31,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..core.operation import Operation, Waiter
-from .backends import require_backend
+from .backends import await_operation
 
 __all__ = ["DelayedOperation"]
 
@@ -60,12 +62,13 @@ class DelayedOperation(Operation, Generic[T]):
         def remove_waiter(self, waiter: Waiter[T]) -> None:
             """Forget ``waiter`` (see Operation.remove_waiter)."""
 
-    def __await__(self) -> Generator[Any, None, T]:
-        """Wait for the outcome: on_complete's value, or its exception, or
-        OperationCancelledError. Needs a running asyncio loop or trio run while
-        pending (see the module doc for cancellation)."""
-        if self.is_done:
-            return self.result()
-        backend = require_backend("awaiting an operation")
-        outcome: T = yield from backend.wait(self)
-        return outcome
+    if TYPE_CHECKING:
+
+        def __await__(self) -> Generator[Any, None, T]:
+            """Wait for the outcome: on_complete's value, or its exception, or
+            OperationCancelledError. Needs a running asyncio loop or trio run while
+            pending (see the module doc for cancellation)."""
+
+    else:
+        # the backends' function itself, bound as a method: no frame of ours per await
+        __await__ = await_operation

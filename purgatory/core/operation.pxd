@@ -23,6 +23,7 @@ cdef class Operation(TimerTask):
     cdef public object _outcome
     cdef public object _error
     cdef public list _waiters
+    cdef public Py_ssize_t _prune_at
     cdef public CompletionListener _purgatory
     cdef public object _keys
 
@@ -38,3 +39,6 @@ cdef class Operation(TimerTask):
 
     @cython.locals(waiters=list)
     cpdef _settle(self)
+
+    @cython.locals(waiters=list, n=Py_ssize_t)
+    cpdef add_waiter(self, waiter)

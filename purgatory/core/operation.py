@@ -121,6 +121,9 @@ class Outcome(Enum):
     CANCELLED = _CANCELLED
 
 
+#: a waiter list is first pruned of done waiters at this length (add_waiter)
+_FIRST_PRUNE = 8
+
 _OUTCOMES = (Outcome.PENDING, Outcome.COMPLETED, Outcome.CANCELLED, Outcome.EXPIRED)
 
 
@@ -160,6 +163,7 @@ class Operation(TimerTask):
         "_outcome",
         "_error",
         "_waiters",
+        "_prune_at",
         "_purgatory",
         "_keys",
     )
@@ -173,6 +177,8 @@ class Operation(TimerTask):
         self._error: BaseException | None = None  # what awaiters raise instead
         # invariant: None until first awaited while pending; emptied on settling
         self._waiters: list[Waiter[Any]] | None = None
+        # (_prune_at: set with the waiter list; it is pruned of done waiters when
+        # it grows this long, see add_waiter)
         # the purgatory watching it (set by try_complete_else_watch), for bookkeeping
         self._purgatory: CompletionListener | None = None
         # the keys it is watched under: none (_nkeys 0), the one key itself (1: the
@@ -317,8 +323,13 @@ class Operation(TimerTask):
         return self._outcome
 
     def add_waiter(self, waiter: Waiter[Any]) -> None:
-        """Register ``waiter`` for the outcome of a pending operation. O(1).
+        """Register ``waiter`` for the outcome of a pending operation. O(1) amortised.
 
+        Waiters already done (their party stopped waiting without
+        :meth:`remove_waiter`, as a cancelled asyncio awaiter does) are dropped once
+        the list reaches twice what the last pruning left (8 at least), so they
+        never outnumber the live ones by more than that, and each pruning's O(n)
+        is paid for by the n/2 additions before it.
         RuntimeError if the operation is done: read :meth:`result` instead.
         """
         if self._state != _PENDING:
@@ -326,8 +337,12 @@ class Operation(TimerTask):
         waiters = self._waiters
         if waiters is None:
             self._waiters = [waiter]
-        else:
-            waiters.append(waiter)
+            self._prune_at = _FIRST_PRUNE
+            return
+        if len(waiters) >= self._prune_at:
+            waiters[:] = [w for w in waiters if not w.done()]
+            self._prune_at = max(_FIRST_PRUNE, 2 * len(waiters))
+        waiters.append(waiter)
 
     def remove_waiter(self, waiter: Waiter[Any]) -> None:
         """Forget ``waiter`` (its party stopped waiting); no-op once settled or if

@@ -11,8 +11,13 @@ whenever every task is blocked, the clock jumps to the next deadline, so a
 10-minute timeout (or an hour of mixed ones) takes milliseconds of real time,
 and expiry lateness is measured exactly.
 
-Real-time tests assert timing only where it cannot flake: never early (a
-property of the code) and "late" against generous bounds.
+Real-time tests assert nothing that depends on the machine's speed: never early
+(a property of the code: the timer reads the loop's clock), exactly once, wake-up
+counts (a stalled loop only merges wakes); waits are polls for a condition with a
+generous hang guard. How late timers fire on a real loop is a benchmark's figure
+(``benchmarks/timer_bench.py --lateness``). In virtual time, lateness is exact; the
+wall-clock time of a virtual run is bounded only by a hang guard far below the
+virtual time it covers (a run that slept for real would take minutes).
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ class Stamp(TimerTask):
         self.out.append((self.due_ms, self.timer.clock.now_ms()))
 
 
-async def wait_for_len(out: list[tuple[int, int]], n: int, limit_s: float = 10.0) -> None:
+async def wait_for_len(out: list[tuple[int, int]], n: int, limit_s: float = 60.0) -> None:
     with anyio.fail_after(limit_s):
         while len(out) < n:
             await anyio.sleep(0.005)
@@ -244,7 +249,7 @@ async def test_cancelling_an_awaiter_cancels_only_that_wait() -> None:
                 await op
             assert scope.cancelled_caught
             assert not op.is_done and p.watched == 1 and p.num_delayed == 1
-            assert op._waiters is not None and len(op._waiters) == 1  # the other awaiter
+            assert live_waiters(op) == 1  # the other awaiter
             op.completable = True
             assert p.check_and_complete("k") == 1
         assert got == ["op:done"]
@@ -258,9 +263,35 @@ async def test_a_cancelled_awaiter_leaves_the_operation_to_expire() -> None:
         p.try_complete_else_watch(op, ["k"])
         with anyio.move_on_after(0.001):
             await op
-        assert not op._waiters
+        assert live_waiters(op) == 0
         assert await op == "op:expired"
         assert op.completions == 1 and op.expirations == 1
+
+
+async def test_cancelled_awaiters_do_not_pile_up_on_a_long_wait() -> None:
+    """A cancelled asyncio awaiter's future stays registered (done, skipped when the
+    operation settles) until ``add_waiter`` prunes: the list stays within twice the
+    live awaiters (plus a small constant), however many awaiters came and went."""
+    async with DelayedOperationPurgatory[MockOp]("p") as p:
+        op = MockOp(600_000, "op")
+        p.try_complete_else_watch(op, ["k"])
+        got: list[object] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_await_into, op, got)  # one that stays
+            for _ in range(1000):
+                with anyio.move_on_after(0):
+                    await op
+            await anyio.wait_all_tasks_blocked()
+            assert live_waiters(op) == 1
+            assert op._waiters is not None and len(op._waiters) <= 2 * 1 + 8
+            op.completable = True
+            assert p.check_and_complete("k") == 1
+        assert got == ["op:done"] and op._waiters is None
+
+
+def live_waiters(op: MockOp) -> int:
+    """Waiters of ``op`` still waiting (a cancelled awaiter may leave a done one)."""
+    return sum(not w.done() for w in op._waiters or ())
 
 
 async def test_cancel_for_key_fails_awaiters() -> None:
@@ -351,14 +382,15 @@ async def test_a_reaper_crash_surfaces_at_the_block(anyio_backend_name: str) -> 
         def next_expiration_ms(self) -> int | None:
             raise RuntimeError("bug in the timer")
 
-    start = time.monotonic()
     if anyio_backend_name == "trio":
         # the nursery cancels the block and raises the crash as a group
+        slept_through: list[bool] = []
         with pytest.raises(ExceptionGroup) as info:
             async with Broken("broken"):
-                await anyio.sleep(10)
+                await anyio.sleep(60)  # a hang guard: the crash must cut it short
+                slept_through.append(True)
         assert [str(e) for e in info.value.exceptions] == ["bug in the timer"]
-        assert time.monotonic() - start < 5
+        assert slept_through == [], "the crash did not cancel the block"
     else:
         # asyncio: the block runs on; the crash is raised when it exits
         with pytest.raises(RuntimeError, match="bug in the timer"):
@@ -561,10 +593,10 @@ async def test_buckets_emptied_by_cancels_do_not_wake_the_reaper_each() -> None:
         delays_ms = (200, 240, 280, 320, 360)  # five buckets of 20 ms
         tasks = [Stamp(delay, timer, out) for delay in delays_ms]
         for task in tasks:
-            timer.add(task)
-        await anyio.sleep(0.01)  # the reaper now sleeps for the first bucket
-        for task in tasks:
-            task.cancel()
+            timer.add(task)  # the sleeping reaper is re-armed for the first bucket now
+        # cancelled with no turn of the loop in between: however loaded the machine,
+        # none can have fired first
+        assert all(task.cancel() for task in tasks)
         await anyio.sleep(0.5)  # past all five
         # it wakes for the bucket it slept for (once more if the loop woke it a
         # little early), finds it empty and skips the other four: not one per bucket
@@ -606,12 +638,13 @@ async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
     timer = SystemTimer("manual")  # no reaper: advance_clock drives it
     assert await timer.advance_clock(0) is False
     assert await timer.advance_clock(5) is False
-    timer.add(Stamp(300, timer, out))
+    timer.add(Stamp(3_600_000, timer, out))  # an hour away: no stall of the loop reaches it
     assert await timer.advance_clock(1) is False
+    timer.add(Stamp(300, timer, out))  # the earliest bucket now
     assert await timer.advance_clock(2_000) is True  # an overflow bucket cascades it
     if not out:
         assert await timer.advance_clock(2_000) is True
-    assert len(out) == 1 and out[0][1] >= out[0][0]
+    assert len(out) == 1 and out[0][1] >= out[0][0] and len(timer) == 1
     with pytest.raises(ValueError, match="timeout_ms"):
         await timer.advance_clock(-1)
 
@@ -646,7 +679,7 @@ def test_a_ten_minute_timeout_in_virtual_time() -> None:
     assert 600.0 <= seen["virtual_s"] <= 600.002  # never early, at most a tick late
     assert seen["late_ms"] <= 1
     assert seen["wakeups"] <= 10  # one per bucket on the way down the wheels
-    assert real_s < 2.0  # milliseconds, in fact
+    assert real_s < 60.0, "slept in real time"  # milliseconds, in fact; 600 s if real
 
 
 def test_an_hour_of_mixed_timeouts_in_virtual_time() -> None:
@@ -684,7 +717,7 @@ def test_an_hour_of_mixed_timeouts_in_virtual_time() -> None:
 
     real = time.perf_counter()
     _run_on_mock_clock(main)
-    assert time.perf_counter() - real < 10.0
+    assert time.perf_counter() - real < 60.0, "slept in real time"  # an hour if it did
     assert len(fired_late_ms) == 2_000 - len(range(0, 2_000, 3))
     assert min(fired_late_ms) >= 0 and max(fired_late_ms) <= 1
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from time import monotonic
 from typing import Any
 
+from ...core.operation import Operation
 from .asyncio_backend import AsyncioBackend
 from .base import Backend
 
 __all__ = [
     "Backend",
+    "await_operation",
     "current_backend",
     "in_trio_run",
     "is_libuv_time",
@@ -81,6 +83,34 @@ def require_backend(what: str) -> Backend:
     if backend is None:
         raise RuntimeError(f"{what} needs a running event loop")
     return backend
+
+
+def await_operation(op: Operation) -> Generator[Any, None, Any]:
+    """``op.__await__``: the operation's outcome now if it is done, else a wait through
+    the running library's backend. O(1).
+
+    On asyncio (and uvloop) the wait is one future registered as the operation's
+    waiter, and what the awaiting task iterates is that future's own (C) iterator:
+    no generator of ours sits between the task and the future, so a wait costs what
+    awaiting a bare future costs plus the registration (benchmarks/await_bench.py).
+    A cancelled awaiter's future is done, so settling skips it, and
+    ``Operation.add_waiter`` drops such futures as it goes.
+    """
+    if op.is_done:
+        return _settled(op)
+    loop = running_loop()
+    if loop is not None:
+        fut = loop.create_future()
+        op.add_waiter(fut)
+        return fut.__await__()
+    return require_backend("awaiting an operation").wait(op)
+
+
+def _settled(op: Operation) -> Generator[Any, None, Any]:
+    """A generator that returns (or raises) a done operation's outcome at once."""
+    outcome = op.result()
+    yield from ()  # makes this a generator; yields nothing
+    return outcome
 
 
 def report_to_running_library(message: str, exc: BaseException, context: dict[str, Any]) -> bool:

@@ -125,15 +125,12 @@ class AsyncioBackend:
         return asyncio.sleep(0)
 
     def wait(self, op: Operation) -> Generator[Any, None, Any]:
-        """Wait for a pending ``op`` in this task: one future, registered as a waiter
-        and taken back if this awaiter is cancelled. O(1) (cancelling: O(waiters))."""
+        """Wait for a pending ``op`` in this task: one future, registered as a waiter;
+        the caller iterates the future itself. A cancelled awaiter leaves its future
+        cancelled (done), which settling skips and ``add_waiter`` prunes. O(1)."""
         fut: asyncio.Future[Any] = self.loop.create_future()
         op.add_waiter(fut)
-        try:
-            return (yield from fut.__await__())
-        finally:
-            if fut.cancelled():
-                op.remove_waiter(fut)  # our awaiter was cancelled: forget its future
+        return fut.__await__()
 
     def report(self, message: str, exc: BaseException, context: dict[str, Any]) -> None:
         self.loop.call_exception_handler({"message": message, "exception": exc, **context})
