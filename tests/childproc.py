@@ -24,14 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Child:
-    """A child Python process; use as a context manager (it is killed on exit)."""
+    """A child process, Python unless ``program`` names another; use as a context
+    manager (it is killed on exit). ``merge_stderr``: its stderr lines come
+    through :meth:`read_line` too (then :meth:`stderr` has nothing)."""
 
-    def __init__(self, args: Sequence[str]) -> None:
+    def __init__(
+        self, args: Sequence[str], *, program: str | None = None, merge_stderr: bool = False
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, *args],
+            [sys.executable if program is None else program, *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         )
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
@@ -73,9 +77,16 @@ class Child:
             lines.append(line)
         return lines
 
+    def terminate(self, timeout_s: float = 10.0) -> int:
+        """SIGTERM the child (asks it to stop cleanly), wait for it; its exit status."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout=timeout_s)
+
     def stderr(self) -> str:
         """What the child wrote on stderr (call after it exited)."""
-        assert self.proc.stderr is not None
+        if self.proc.stderr is None:
+            return ""
         return self.proc.stderr.read().decode(errors="replace")
 
     def close(self) -> None:

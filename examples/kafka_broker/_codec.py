@@ -18,8 +18,12 @@ Fetch v13-16 name topics by id: the broker maps them to names (see
 :mod:`._handlers`). The group APIs' answers come from
 :class:`purgatory.broker.GroupCoordinator` (see :mod:`._groups`).
 
-kafka-python 3.0.12 is pinned (the ``kafka`` extra). Importing it on Python 3.11
-emits ``DeprecationWarning: read_text is deprecated`` (and ``open_text is
+Only kafka-python's public API is used (the ``kafka`` extra allows 3.x from 3.0.12):
+the message classes, their ``encode``/``decode``/``with_header``, the schema's
+``fields`` (name -> field, with ``for_version_q``, ``nullable_for_version_q``, ...;
+:func:`_check_nulls` walks them) and ``EncodeBufferPool.acquire()`` with its
+buffer's ``buf`` (:func:`_drop_encode_buffer`). Importing kafka-python on Python
+3.11 emits ``DeprecationWarning: read_text is deprecated`` (and ``open_text is
 deprecated``) from its schema loader; the import below ignores exactly those,
 so this module can be imported first under ``filterwarnings = error`` (every
 schema is loaded at import time, so no later import of ``kafka`` warns again).
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import struct
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +82,11 @@ with warnings.catch_warnings():
         ProduceRequest,
         ProduceResponse,
     )
-    from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
+
+    try:
+        from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
+    except ImportError:  # a kafka-python 3.x without the pool keeps no buffer to shrink
+        EncodeBufferPool = None
 
 __all__ = [
     "API_VERSIONS",
@@ -230,15 +239,16 @@ def decode_request(spec: ApiSpec, peek: RequestHeaderPeek, frame: bytes) -> Deco
         raise ValueError(
             f"{spec.name} v{peek.api_version} does not decode: {type(exc).__name__}: {exc}"
         ) from exc
-    _check_nulls(spec.request._struct, body, peek.api_version, spec.name)
+    _check_nulls(spec.request.fields, body, peek.api_version, spec.name)
     client_id = getattr(body.header, "client_id", None)
     return DecodedRequest(spec, peek.api_version, peek.correlation_id, client_id, body)
 
 
-def _check_nulls(struct: Any, value: Any, version: int, path: str) -> None:
+def _check_nulls(fields: Mapping[str, Any], value: Any, version: int, path: str) -> None:
     """Refuse null where the schema does not allow it (kafka-python decodes a -1 length
-    as None for any string or array). O(fields in the request)."""
-    for field in struct.fields.values():
+    as None for any string or array). ``fields``: the schema's fields by name (a message
+    class's, or a struct field's, ``fields``). O(fields in the request)."""
+    for field in fields.values():
         if not field.for_version_q(version) or field.tagged_field_q(version):
             continue
         item = getattr(value, field.name)
@@ -249,9 +259,9 @@ def _check_nulls(struct: Any, value: Any, version: int, path: str) -> None:
             raise ValueError(f"{path}.{field.name} is null, which v{version} does not allow")
         if field.is_struct_array():
             for element in item:
-                _check_nulls(field, element, version, f"{path}.{field.name}[]")
+                _check_nulls(field.fields, element, version, f"{path}.{field.name}[]")
         elif field.is_struct():
-            _check_nulls(field, item, version, f"{path}.{field.name}")
+            _check_nulls(field.fields, item, version, f"{path}.{field.name}")
 
 
 def encode_response(response: Any, correlation_id: int) -> bytes:
@@ -265,15 +275,20 @@ def encode_response(response: Any, correlation_id: int) -> bytes:
 
 #: kafka-python encodes into a per-thread buffer that keeps the size of the largest
 #: message it ever encoded (a 34 MiB fetch answer leaves 55 MiB behind for the life of
-#: the process); past this size the buffer is dropped after use.
+#: the process); past this size the buffer is shrunk after use.
 ENCODE_BUFFER_KEEP_BYTES = 1 << 20
+#: what the shrunk buffer starts from again (kafka-python's own initial size)
+ENCODE_BUFFER_FRESH_BYTES = 1 << 16
 
 
 def _drop_encode_buffer() -> None:
-    """Let the next encode start a fresh (small) buffer. O(1)."""
-    local = getattr(EncodeBufferPool, "_local", None)  # kafka-python 3.0.12 (pinned)
-    if local is not None:
-        local.__dict__.pop("buf", None)
+    """Swap this thread's (grown) encode buffer for a small one, through the pool's
+    public ``acquire()``: it hands out the thread's buffer, whose ``buf`` the encoders
+    re-read on every use (they grow it by rebinding it). O(1)."""
+    if EncodeBufferPool is None:
+        return
+    with EncodeBufferPool.acquire() as out:
+        out.buf = bytearray(ENCODE_BUFFER_FRESH_BYTES)
 
 
 def api_versions_response(version: int) -> Any:

@@ -421,8 +421,9 @@ class GroupCoordinator:
         self.rebalances += 1
         now = self._wall_clock_ms()
         if group.is_empty:
+            # Kafka keeps the protocol type (ListGroups, DescribeGroups still show it);
+            # the next first member sets it again (GroupMetadata.add)
             group.protocol_name = None
-            group.protocol_type = None
             group.transition(Empty, now)
             return
         group.protocol_name = group.select_protocol()

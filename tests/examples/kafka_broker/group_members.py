@@ -9,18 +9,21 @@ consumed). ``assigned`` is its current assignment as the client reports it.
 (LeaveGroup).
 
 Run as a program (``python -m tests.examples.kafka_broker.group_members
-BOOTSTRAP GROUP TOPIC SESSION_MS``) it is a kafka-python member that prints
-``assigned p,p`` on every assignment change and ``consumed p o`` for each record
-once its poll's batch is committed: the crash test's member, killed with SIGKILL.
+BOOTSTRAP GROUP TOPIC SESSION_MS [CLIENT]``) it is a member of CLIENT (default
+kafka-python) that prints ``assigned p,p`` on every assignment change and
+``consumed p o`` for each record once its poll's batch is committed: the crash
+tests' member, killed with SIGKILL. On SIGTERM it closes the consumer (LeaveGroup),
+prints ``left`` and exits 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 HEARTBEAT_MS = 300
 METADATA_MAX_AGE_MS = 1000
@@ -42,6 +45,14 @@ def python_options(bootstrap: str, group: str, session_ms: int) -> dict[str, Any
     }
 
 
+class Consuming(Protocol):
+    """A group member seen from the test: a :class:`Member`, or one in a child process."""
+
+    def snapshot(self) -> tuple[frozenset[int], list[tuple[int, int]]]:
+        """Its assignment and what it consumed, ``(partition, offset)``."""
+        ...
+
+
 class Member:
     """One group consumer in a thread; subclasses implement the client calls."""
 
@@ -53,6 +64,9 @@ class Member:
         self.consumed: list[tuple[int, int]] = []
         self.assigned: frozenset[int] = frozenset()
         self.error: Exception | None = None
+        #: called in the member's thread after each poll (and commit), before the
+        #: snapshot is updated: ``(records, assignment)``
+        self.on_record: Callable[[list[tuple[int, int]], frozenset[int]], None] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"member-{group}", daemon=True)
@@ -75,6 +89,8 @@ class Member:
             raise self.error
 
     def _record(self, records: list[tuple[int, int]], assigned: frozenset[int]) -> None:
+        if self.on_record is not None:
+            self.on_record(records, assigned)
         with self._lock:
             self.consumed += records
             self.assigned = assigned
@@ -200,28 +216,34 @@ MEMBERS: dict[str, Callable[[str, str, str, int], Member]] = {
 }
 
 
-def main(argv: list[str]) -> None:
-    """The crash test's member: see the module doc."""
-    from kafka import KafkaConsumer
-
+def main(argv: list[str]) -> int:
+    """The crash tests' member: see the module doc."""
     bootstrap, group, topic, session_ms = argv[0], argv[1], argv[2], int(argv[3])
-    consumer = KafkaConsumer(topic, **python_options(bootstrap, group, session_ms))
-    assigned: list[int] = []
-    while True:
-        batches = consumer.poll(timeout_ms=POLL_MS)
-        now = sorted(tp.partition for tp in consumer.assignment())
-        if now != assigned:
-            assigned = now
-            print("assigned " + ",".join(map(str, now)), flush=True)
-        if batches:
-            consumer.commit()  # the position: everything polled, then printed
-        for tp, messages in batches.items():
-            for m in messages:
-                print(f"consumed {tp.partition} {m.offset}", flush=True)
+    member = MEMBERS[argv[4] if len(argv) > 4 else "kafka-python"](
+        bootstrap, group, topic, session_ms
+    )
+    shown: list[frozenset[int] | None] = [None]
+
+    def show(records: list[tuple[int, int]], assigned: frozenset[int]) -> None:
+        if assigned != shown[0]:
+            shown[0] = assigned
+            print("assigned " + ",".join(map(str, sorted(assigned))), flush=True)
+        for p, o in records:  # committed by now
+            print(f"consumed {p} {o}", flush=True)
+
+    member.on_record = show
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    member.start()
+    while not stop.wait(0.05) and member._thread.is_alive():
+        pass
+    member.close()  # LeaveGroup; raises what stopped the member
+    print("left", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -20,7 +20,7 @@ from kafka_broker import BrokerThread, KafkaWireBroker, WireConfig
 from purgatory import TopicPartition
 from tests.childproc import Child
 
-from .group_members import MEMBERS, Member
+from .group_members import MEMBERS, Consuming
 
 PARTITIONS = 4
 SESSION_MS = 3000
@@ -75,14 +75,14 @@ def wait_until(condition: Callable[[], bool], what: str, deadline_s: float = DEA
         time.sleep(0.05)
 
 
-def split(*members: Member) -> bool:
+def split(*members: Consuming) -> bool:
     """Every member has partitions, none shared, all covered."""
     sets = [m.snapshot()[0] for m in members]
     union = frozenset().union(*sets)
     return all(sets) and sum(map(len, sets)) == len(union) == PARTITIONS
 
 
-def total(*members: Member) -> list[tuple[int, int]]:
+def total(*members: Consuming) -> list[tuple[int, int]]:
     return [r for m in members for r in m.snapshot()[1]]
 
 

@@ -247,3 +247,124 @@ async def test_a_member_life_at_every_version(wire: KafkaWireBroker, level: int)
         assert wire.coordinator.describe_group(group).state == "Empty"
     finally:
         await client.close()
+
+
+def _versions_with_field(api: int, *path: str) -> list[int]:
+    """The advertised versions of ``api`` whose response carries the field at ``path``
+    (kafka-python's public schema: ``fields`` by name, nested through struct arrays)."""
+    spec = codec.SUPPORTED_APIS[api]
+    fields = spec.response.fields
+    chain = []
+    for name in path:
+        chain.append(fields[name])
+        fields = fields[name].fields
+    return [
+        v
+        for v in range(spec.min_version, spec.max_version + 1)
+        if all(f.for_version_q(v) for f in chain)
+    ]
+
+
+LIST_GROUPS_PROTOCOL_TYPE = _versions_with_field(codec.LIST_GROUPS, "groups", "protocol_type")
+LIST_GROUPS_STATE = _versions_with_field(codec.LIST_GROUPS, "groups", "group_state")
+
+
+def test_every_advertised_list_groups_version_carries_the_protocol_type() -> None:
+    spec = codec.SUPPORTED_APIS[codec.LIST_GROUPS]
+    advertised = list(range(spec.min_version, spec.max_version + 1))
+    assert advertised == LIST_GROUPS_PROTOCOL_TYPE
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("list_version", LIST_GROUPS_PROTOCOL_TYPE)
+async def test_list_groups_keeps_the_protocol_type_the_members_joined_with(
+    wire: KafkaWireBroker, list_version: int
+) -> None:
+    """Kafka keeps a group's protocol type when its last member leaves: ListGroups (and
+    DescribeGroups) answer "consumer" for the Empty group, as for the Stable one. A group
+    known only by offsets committed outside group management never had a protocol type:
+    "" (Kafka's ``protocolType.getOrElse("")``)."""
+    jr, sr = (codec.SUPPORTED_APIS[k].request for k in (codec.JOIN_GROUP, codec.SYNC_GROUP))
+    lr, oc = (codec.SUPPORTED_APIS[k].request for k in (codec.LEAVE_GROUP, codec.OFFSET_COMMIT))
+    client = await RawClient.connect(wire.bootstrap_servers)
+    try:
+
+        async def list_groups() -> dict[str, tuple[str, str]]:
+            """group id -> (protocol type, state); the state "?" where v has none."""
+            listed = await client.request(
+                codec.SUPPORTED_APIS[codec.LIST_GROUPS].request(
+                    version=list_version, states_filter=[], types_filter=[]
+                )
+            )
+            assert listed.error_code == 0
+            with_state = list_version in LIST_GROUPS_STATE
+            return {
+                g.group_id: (g.protocol_type, g.group_state if with_state else "?")
+                for g in listed.groups
+            }
+
+        def state(name: str) -> str:
+            return name if list_version in LIST_GROUPS_STATE else "?"
+
+        joined = await client.request(
+            jr(
+                version=3,  # no MEMBER_ID_REQUIRED round
+                group_id="left",
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=10_000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[jr.JoinGroupRequestProtocol(name="range", metadata=b"sub")],
+            )
+        )
+        assert joined.error_code == 0, joined
+        member = joined.member_id
+        synced = await client.request(
+            sr(
+                version=3,
+                group_id="left",
+                generation_id=joined.generation_id,
+                member_id=member,
+                assignments=[sr.SyncGroupRequestAssignment(member_id=member, assignment=b"a")],
+            )
+        )
+        assert synced.error_code == 0
+        assert (await list_groups())["left"] == ("consumer", state("Stable"))
+
+        left = await client.request(lr(version=0, group_id="left", member_id=member))
+        assert left.error_code == 0
+        committed = await client.request(
+            oc(
+                version=2,
+                group_id="offsets-only",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                retention_time_ms=-1,
+                topics=[
+                    oc.OffsetCommitRequestTopic(
+                        name="orders",
+                        partitions=[
+                            oc.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=7, committed_metadata=""
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+        assert [p.error_code for t in committed.topics for p in t.partitions] == [0]
+
+        groups = await list_groups()
+        assert groups["left"] == ("consumer", state("Empty"))
+        assert groups["offsets-only"] == ("", state("Empty"))
+        described = await client.request(
+            codec.SUPPORTED_APIS[codec.DESCRIBE_GROUPS].request(
+                version=0, groups=["left", "offsets-only"]
+            )
+        )
+        assert [(d.group_state, d.protocol_type) for d in described.groups] == [
+            ("Empty", "consumer"),
+            ("Empty", ""),
+        ]
+    finally:
+        await client.close()

@@ -1,0 +1,463 @@
+"""The long-poll watch recipes (examples/watch_aiohttp.py, watch_starlette.py) beside
+the same service written the naive asyncio way, under the same load, in one run.
+
+Usage: python benchmarks/watch_servers_bench.py [--frameworks aiohttp,starlette]
+       [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20]
+
+Four servers, one after the other, each in its own process (``--serve KIND``, on a
+socket it binds to 127.0.0.1 port 0), all on plain asyncio:
+
+* ``aiohttp recipe`` / ``starlette recipe``: the examples themselves (a
+  ``WatchPoll`` per poll in a ``DelayedOperationPurgatory``; uvicorn is
+  :class:`WatchServer`);
+* ``aiohttp naive`` / ``starlette naive``: defined here, the same store, replies and
+  routes (``GET /watch/{key}``, ``POST /put/{key}``) with a set of
+  ``asyncio.Event`` per key and ``asyncio.timeout``: about 15 lines of handler
+  (:class:`NaiveWatch`). aiohttp runs both with ``handler_cancellation=True``;
+  the naive Starlette handler does not watch for disconnects (the recipe does: one
+  more task per poll, counted in its CPU).
+
+This process is the client (on uvloop, raw HTTP/1.1 over keep-alive connections):
+``--polls`` pollers spread over ``--keys`` keys, each re-polling as soon as it is
+answered (``after`` = the version it got; ``timeout_ms`` drawn from 2,000 to 8,000),
+and puts to random keys at ``--puts-per-s``, for ``--duration-s`` after every
+poller has sent its first poll. Then every poller sends one last poll with a 10 s
+timeout, and once all are pending the server gets SIGTERM.
+
+Per server: CPU per answered request (the server's utime + stime from
+``/proc/PID/stat`` over the window, divided by the polls and puts answered in it),
+its RSS at the window's end (``/proc/PID/status``), wake latency (a poll sent
+before a put, answered with that put's version: poll answered - put answered; it
+can be below 0 when the poll's answer arrives before the put's), timeout lateness
+(a 304's arrival - its deadline, both read on the client: the round trip is
+included), and shutdown (SIGTERM -> the process has exited) with ``--polls`` polls
+pending, and how they were answered. Everything this starts is stopped by its pid
+(SIGKILL after 60 s at the latest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+from _machine import cpu_model  # noqa: E402
+
+# isort: split
+from watch_service import (  # noqa: E402
+    NOT_MODIFIED,
+    BadRequest,
+    KeyStore,
+    Reply,
+    WatchService,
+    error,
+    ok,
+    parse_watch,
+)
+
+KINDS = ("recipe", "naive")
+LAST_POLL_MS = 10_000  # the polls pending at shutdown: a server that waits, waits this long
+KILL_AFTER_S = 60.0
+
+
+# -- the naive servers -------------------------------------------------------------
+
+
+class NaiveWatch:
+    """The watch service the naive way: a set of asyncio.Event per key, asyncio.timeout."""
+
+    def __init__(self) -> None:
+        self.store = KeyStore()
+        self.waiters: dict[str, set[asyncio.Event]] = {}
+
+    def put(self, key: str, body: bytes) -> Reply:
+        entry = self.store.put(key, body.decode())
+        for event in self.waiters.pop(key, ()):
+            event.set()
+        return ok(entry)
+
+    async def watch(self, key: str, after: str | None, timeout_ms: str | None) -> Reply:
+        try:
+            request = parse_watch([key], after, timeout_ms)
+        except BadRequest as exc:
+            return error(400, str(exc))
+        event = asyncio.Event()
+        try:
+            async with asyncio.timeout(request.timeout_ms / 1000):
+                while (entry := self.store.newest(request.keys, request.after)) is None:
+                    event.clear()
+                    self.waiters.setdefault(key, set()).add(event)
+                    await event.wait()
+        except TimeoutError:
+            return NOT_MODIFIED
+        finally:
+            waiting = self.waiters.get(key)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self.waiters[key]
+        return ok(entry)
+
+
+async def serve_aiohttp(kind: str, sock: socket.socket) -> None:
+    from aiohttp import web
+    from watch_aiohttp import make_app
+
+    if kind == "recipe":
+        app = make_app()
+    else:
+        naive = NaiveWatch()
+
+        async def watch(request: web.Request) -> web.Response:
+            query = request.query
+            reply = await naive.watch(
+                request.match_info["key"], query.get("after"), query.get("timeout_ms")
+            )
+            return web.Response(status=reply.status, body=reply.body or None, headers=reply.headers)
+
+        async def put(request: web.Request) -> web.Response:
+            reply = naive.put(request.match_info["key"], await request.read())
+            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+
+        app = web.Application()
+        app.add_routes([web.get("/watch/{key}", watch), web.post("/put/{key}", put)])
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock, backlog=4096).start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print("serving", flush=True)
+    await stop.wait()
+    await runner.cleanup()
+
+
+async def serve_starlette(kind: str, sock: socket.socket) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from watch_starlette import WatchServer, make_app
+
+    options: dict[str, object] = {"lifespan": "on", "access_log": False, "log_level": "warning"}
+    if kind == "recipe":
+        service = WatchService()
+        server: uvicorn.Server = WatchServer(uvicorn.Config(make_app(service), **options), service)  # type: ignore[arg-type]
+    else:
+        naive = NaiveWatch()
+
+        async def watch(request: Request) -> Response:
+            query = request.query_params
+            reply = await naive.watch(
+                request.path_params["key"], query.get("after"), query.get("timeout_ms")
+            )
+            return Response(reply.body or None, status_code=reply.status, headers=reply.headers)
+
+        async def put(request: Request) -> Response:
+            reply = naive.put(request.path_params["key"], await request.body())
+            return Response(reply.body, status_code=reply.status, headers=reply.headers)
+
+        app = Starlette(
+            routes=[Route("/watch/{key}", watch), Route("/put/{key}", put, methods=["POST"])]
+        )
+        server = uvicorn.Server(uvicorn.Config(app, **options))  # type: ignore[arg-type]
+    print("serving", flush=True)
+    await server.serve(sockets=[sock])  # uvicorn handles SIGTERM: graceful shutdown
+
+
+def serve(name: str) -> None:
+    """The child: bind 127.0.0.1:0, say the port, serve until SIGTERM."""
+    framework, kind = name.split("-")
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    # proto IPPROTO_TCP, as getaddrinfo gives it: asyncio sets TCP_NODELAY on accepted
+    # connections only then (with proto 0, uvicorn's separate header and body writes
+    # would wait for the client's delayed ACK: 40 ms a response)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    run = serve_aiohttp if framework == "aiohttp" else serve_starlette
+    asyncio.run(run(kind, sock))
+
+
+# -- the client --------------------------------------------------------------------
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection, written by hand (the client must cost little)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Conn:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
+        self.writer.write(head.encode() + body)
+        lines = (await self.reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length) if length else b""
+
+    def close(self) -> None:
+        self.writer.transport.abort()
+
+
+@dataclass
+class Load:
+    """What the client saw of one server."""
+
+    answered: int = 0  # polls and puts answered inside the window
+    in_window: bool = False
+    polls_200: int = 0
+    polls_304: int = 0
+    wake_ms: list[float] = field(default_factory=list)
+    lateness_ms: list[float] = field(default_factory=list)
+    put_sent: dict[int, float] = field(default_factory=dict)  # version -> sent, answered
+    put_answered: dict[int, float] = field(default_factory=dict)
+    last_polls: list[str] = field(default_factory=list)  # how the shutdown's polls ended
+
+
+async def poller(
+    port: int, key: str, load: Load, go_last: asyncio.Event, rng: random.Random
+) -> None:
+    conn = await Conn.open(port)
+    after = 0
+    try:
+        while not go_last.is_set():
+            timeout_ms = rng.randint(2000, 8000)
+            sent = time.monotonic()
+            sent_in_window = load.in_window  # the start's burst of connects is left out
+            status, body = await conn.request(
+                "GET", f"/watch/{key}?after={after}&timeout_ms={timeout_ms}"
+            )
+            got = time.monotonic()
+            if load.in_window:
+                load.answered += 1
+            if status == 200:
+                load.polls_200 += 1
+                after = int(json.loads(body)["version"])
+                put_at = load.put_answered.get(after)
+                if put_at is not None and sent_in_window and sent < load.put_sent[after]:
+                    load.wake_ms.append((got - put_at) * 1000)
+            elif status == 304:
+                load.polls_304 += 1
+                if sent_in_window:
+                    load.lateness_ms.append((got - sent) * 1000 - timeout_ms)
+        load.last_polls.append("sent")
+        try:
+            status, _ = await conn.request(
+                "GET", f"/watch/{key}?after={after}&timeout_ms={LAST_POLL_MS}"
+            )
+            load.last_polls.append(str(status))
+        except (OSError, asyncio.IncompleteReadError):
+            load.last_polls.append("dropped")
+    finally:
+        conn.close()
+
+
+async def putter(
+    port: int, keys: Sequence[str], rate: float, load: Load, stop: asyncio.Event
+) -> None:
+    conns = [await Conn.open(port) for _ in range(8)]
+    free: asyncio.Queue[Conn] = asyncio.Queue()
+    for conn in conns:
+        free.put_nowait(conn)
+    rng = random.Random(7)
+
+    async def one() -> None:
+        conn = await free.get()
+        sent = time.monotonic()
+        _status, body = await conn.request("POST", f"/put/{rng.choice(keys)}", b"v")
+        version = int(json.loads(body)["version"])
+        load.put_sent[version] = sent
+        load.put_answered[version] = time.monotonic()
+        if load.in_window:
+            load.answered += 1
+        free.put_nowait(conn)
+
+    tasks: set[asyncio.Task[None]] = set()
+    start = time.monotonic()
+    n = 0
+    try:
+        while not stop.is_set():
+            n += 1
+            task = asyncio.ensure_future(one())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            await asyncio.sleep(max(0.0, start + n / rate - time.monotonic()))
+        if tasks:
+            await asyncio.wait(tasks)
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, int(q * len(ordered) + 0.999999) - 1))]
+
+
+@dataclass
+class Row:
+    name: str
+    answered: int
+    cpu_us: float
+    rss_mib: float
+    wake: tuple[float, float]
+    lateness: tuple[float, float]
+    shutdown_s: float
+    last: str
+
+
+async def bench_one(name: str, args: argparse.Namespace) -> Row:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        assert proc.stdout.readline().strip() == "serving"
+        await asyncio.sleep(0.5)  # uvicorn's startup runs after it says so
+        load = Load()
+        keys = [f"key{i}" for i in range(args.keys)]
+        go_last, stop_puts = asyncio.Event(), asyncio.Event()
+        rng = random.Random(1)
+        pollers: list[Awaitable[None]] = []
+        for i in range(args.polls):
+            pollers.append(
+                asyncio.ensure_future(poller(port, keys[i % args.keys], load, go_last, rng))
+            )
+            if i % 200 == 199:
+                await asyncio.sleep(0.01)  # connect in waves: the backlog is finite
+        puts = asyncio.ensure_future(putter(port, keys, args.puts_per_s, load, stop_puts))
+        await asyncio.sleep(1.0)
+        load.in_window, cpu0 = True, cpu_s(proc.pid)
+        await asyncio.sleep(args.duration_s)
+        load.in_window, cpu1 = False, cpu_s(proc.pid)
+        rss = rss_mib(proc.pid)
+        stop_puts.set()
+        go_last.set()
+        await puts
+        async with asyncio.timeout(KILL_AFTER_S):
+            while load.last_polls.count("sent") < args.polls:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the last polls reach the server
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.get_running_loop().run_in_executor(None, proc.wait, KILL_AFTER_S)
+        shutdown_s = time.monotonic() - started
+        async with asyncio.timeout(KILL_AFTER_S):
+            await asyncio.gather(*pollers)
+        ends = [s for s in load.last_polls if s != "sent"]
+        last = ", ".join(f"{ends.count(s)} {s}" for s in sorted(set(ends)))
+        return Row(
+            name,
+            load.answered,
+            (cpu1 - cpu0) * 1e6 / max(1, load.answered),
+            rss,
+            (quantile(load.wake_ms, 0.5), quantile(load.wake_ms, 0.99)),
+            (quantile(load.lateness_ms, 0.5), quantile(load.lateness_ms, 0.99)),
+            shutdown_s,
+            last,
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def print_table(rows: list[Row]) -> None:
+    print(
+        "| server | answered | CPU µs / answer | RSS MiB | wake p50 / p99 ms "
+        "| timeout lateness p50 / p99 ms | shutdown s | the pending polls at shutdown |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(
+            f"| {r.name} | {r.answered:,} | {r.cpu_us:,.0f} | {r.rss_mib:.0f} "
+            f"| {r.wake[0]:.1f} / {r.wake[1]:.1f} | {r.lateness[0]:.1f} / {r.lateness[1]:.1f} "
+            f"| {r.shutdown_s:.2f} | {r.last} |"
+        )
+
+
+async def bench(args: argparse.Namespace) -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    rows = []
+    for framework in args.frameworks:
+        for kind in KINDS:
+            name = f"{framework}-{kind}"
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            rows.append(await bench_one(name, args))
+    print_table(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--frameworks", type=lambda s: s.split(","), default=["aiohttp", "starlette"]
+    )
+    parser.add_argument("--polls", type=int, default=5000, help="concurrent long polls")
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--puts-per-s", type=float, default=40.0)
+    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve)
+        return 0
+    if not set(args.frameworks) <= {"aiohttp", "starlette"} or args.polls < 1 or args.keys < 1:
+        parser.error("--frameworks takes aiohttp,starlette; --polls and --keys at least 1")
+    print(
+        f"{platform.python_version()} on {os.cpu_count()} CPUs ({cpu_model()}); "
+        f"load average {os.getloadavg()[0]:.2f}; {args.polls} polls over {args.keys} keys, "
+        f"{args.puts_per_s:g} puts/s, {args.duration_s:g} s",
+        flush=True,
+    )
+    import uvloop
+
+    uvloop.run(bench(args))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

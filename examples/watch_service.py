@@ -1,0 +1,289 @@
+"""The long-poll watch service's logic, with no web framework: a versioned key store,
+one :class:`~purgatory.DelayedOperation` per poll, and the replies.
+
+:mod:`watch_aiohttp` and :mod:`watch_starlette` (beside this file) serve it over
+HTTP; each is the recipe for its framework (lifecycle, disconnects), and this
+module is what they share. The API, in the style of Consul's blocking queries
+and etcd's watch:
+
+* ``GET /watch/{key}?after=N&timeout_ms=T``: 200 with ``{"key", "version",
+  "value"}`` as soon as the key's version passes N (at once if it already has),
+  or 304 (no body) once T ms have passed;
+* ``GET /watch?keys=a,b,c&after=N&timeout_ms=T``: one poll watched under several
+  keys, answered with the newest of them once any passes N;
+* ``POST /put/{key}`` (the body, UTF-8, is the value): stores it, answers the new
+  entry, and wakes the polls watching the key (``check_and_complete(key)``);
+* ``GET /metrics``: the purgatory's ``statistics()`` in Prometheus' text format
+  (:class:`purgatory.contrib.prometheus.PurgatoryCollector`).
+
+Versions are store-wide revisions, as etcd's and Consul's indexes: every put takes
+the next one, and a key's version is the revision of its last put (0: never put).
+So a client watching several keys polls again with ``after`` = the version it was
+answered, and a 304 leaves its ``after`` as it was.
+
+Bad input is a 400 whose body is one line (``after must be an integer from 0 to
+...``); a poll that arrives, or is pending, while the server shuts down is
+answered 503 ``server shutting down`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from purgatory import (
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    OperationCancelledError,
+    PurgatoryClosedError,
+)
+from purgatory.cli import Parser, port
+from purgatory.contrib.prometheus import PurgatoryCollector
+
+DEFAULT_TIMEOUT_MS = 30_000
+MAX_TIMEOUT_MS = 600_000  # Consul caps a blocking query's wait at 10 minutes too
+MAX_VERSION = 2**63 - 1
+MAX_KEYS = 64  # keys one poll may watch
+MAX_KEY_CHARS = 256
+MAX_VALUE_BYTES = 1024**2  # aiohttp's default request body limit
+TEXT = "text/plain; charset=utf-8"
+JSON = "application/json"
+
+
+class BadRequest(ValueError):
+    """Input the service refuses; its message is the one-line body of the 400."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A key's state: ``version`` 0 and ``value`` None if it was never put."""
+
+    key: str
+    version: int
+    value: str | None
+
+    def to_json(self) -> bytes:
+        return json.dumps({"key": self.key, "version": self.version, "value": self.value}).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the service answers, for any framework to send as it is."""
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+NOT_MODIFIED = Reply(304)
+SHUTTING_DOWN = Reply(503, b"server shutting down\n", {"Content-Type": TEXT, "Connection": "close"})
+
+
+def error(status: int, message: str) -> Reply:
+    """A reply whose body is ``message`` on one line."""
+    return Reply(status, (" ".join(message.split()) + "\n").encode(), {"Content-Type": TEXT})
+
+
+def ok(entry: Entry) -> Reply:
+    return Reply(200, entry.to_json(), {"Content-Type": JSON})
+
+
+class KeyStore:
+    """Keys and their values, versioned by a store-wide revision. O(1) a put or get."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+        self.revision = 0  #: the last put's version
+
+    def get(self, key: str) -> Entry:
+        entry = self._entries.get(key)
+        return Entry(key, 0, None) if entry is None else entry
+
+    def put(self, key: str, value: str) -> Entry:
+        self.revision += 1
+        entry = self._entries[key] = Entry(key, self.revision, value)
+        return entry
+
+    def newest(self, keys: Iterable[str], after: int) -> Entry | None:
+        """The newest entry among ``keys`` whose version is past ``after``, or None."""
+        best: Entry | None = None
+        best_version = -1
+        entries = self._entries
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None and entry.version > max(after, best_version):
+                best, best_version = entry, entry.version
+        return best
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRequest:
+    """A parsed poll: its keys (distinct, in order), ``after`` and ``timeout_ms``."""
+
+    keys: tuple[str, ...]
+    after: int
+    timeout_ms: int
+
+
+def check_key(key: str) -> str:
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise BadRequest(f"a key must have 1 to {MAX_KEY_CHARS} characters, not {len(key)}")
+    return key
+
+
+def parse_int(name: str, text: str | None, default: int, high: int) -> int:
+    """``text`` as an integer from 0 to ``high`` (plain decimal digits), or ``default``."""
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit()) or int(text) > high:
+        raise BadRequest(f"{name} must be an integer from 0 to {high}, not {text[:40]!r}")
+    return int(text)
+
+
+def parse_keys(text: str | None) -> list[str]:
+    """The ``keys`` parameter of ``GET /watch``: comma-separated, 1 to MAX_KEYS keys."""
+    if not text:
+        raise BadRequest("keys is required: GET /watch?keys=a,b,c")
+    keys = text.split(",")
+    if len(keys) > MAX_KEYS:
+        raise BadRequest(f"keys may name at most {MAX_KEYS} keys, not {len(keys)}")
+    return keys
+
+
+def parse_watch(keys: Sequence[str], after: str | None, timeout_ms: str | None) -> WatchRequest:
+    """Check a poll's input; BadRequest (one line) names the first thing wrong."""
+    return WatchRequest(
+        tuple(dict.fromkeys(check_key(key) for key in keys)),
+        parse_int("after", after, 0, MAX_VERSION),
+        parse_int("timeout_ms", timeout_ms, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+    )
+
+
+class WatchPoll(DelayedOperation[Entry | None]):
+    """One long poll: completes when a watched key's version passes ``after``, or
+    expires after ``timeout_ms`` (then ``expired`` is True and its outcome None)."""
+
+    __slots__ = ("_store", "after", "keys")
+
+    def __init__(self, store: KeyStore, request: WatchRequest) -> None:
+        super().__init__(request.timeout_ms)
+        self._store = store
+        self.keys = request.keys
+        self.after = request.after
+
+    def try_complete(self) -> bool:
+        return self._store.newest(self.keys, self.after) is not None and self.force_complete()
+
+    def on_complete(self) -> Entry | None:
+        return self._store.newest(self.keys, self.after)  # None: expired
+
+
+#: waits until the client has gone (returns then); None: the framework cancels the
+#: handler's task instead (aiohttp with handler_cancellation)
+ClientGone = Callable[[], Awaitable[object]] | None
+
+
+class WatchService:
+    """The store, the purgatory of polls, and the metrics registry of one server.
+
+    The web framework enters ``purgatory`` at startup (``async with``: it binds the
+    purgatory to the loop and starts the timer's reaper) and closes it as shutdown
+    begins (``await purgatory.close()``: every pending poll is answered 503 at once).
+    ``gone`` counts polls cancelled because their client went away.
+    """
+
+    def __init__(self, name: str = "watch") -> None:
+        self.store = KeyStore()
+        self.purgatory: DelayedOperationPurgatory[WatchPoll] = DelayedOperationPurgatory(name)
+        self.registry = CollectorRegistry()
+        self.registry.register(PurgatoryCollector(self.purgatory))
+        self.gone = 0
+
+    def put(self, key: str, body: bytes) -> Reply:
+        """Store ``body`` (UTF-8) under ``key`` and wake the polls watching it."""
+        if len(body) > MAX_VALUE_BYTES:
+            return error(413, f"a value may have at most {MAX_VALUE_BYTES} bytes, not {len(body)}")
+        try:
+            entry = self.store.put(check_key(key), body.decode())
+        except BadRequest as exc:
+            return error(400, str(exc))
+        except UnicodeDecodeError as exc:
+            return error(400, f"the value must be UTF-8: {exc.reason} at byte {exc.start}")
+        self.purgatory.check_and_complete(key)
+        return ok(entry)
+
+    def metrics(self) -> Reply:
+        """The purgatory's statistics in Prometheus' text exposition format."""
+        return Reply(200, generate_latest(self.registry), {"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def watch(
+        self,
+        keys: Sequence[str],
+        after: str | None,
+        timeout_ms: str | None,
+        client_gone: ClientGone = None,
+    ) -> Reply | None:
+        """Answer one poll: 200 (an entry), 304 (timed out), 400, or 503 (shutting down).
+
+        None when the client went away first: its poll was cancelled (``op.cancel()``:
+        out of the timer, counted as cancelled, purged from the watcher lists) and
+        nobody is left to answer. ``client_gone`` (see ClientGone) is watched while
+        the poll waits; if this task is cancelled instead, the poll is cancelled too.
+        """
+        try:
+            poll = WatchPoll(self.store, parse_watch(keys, after, timeout_ms))
+        except BadRequest as exc:
+            return error(400, str(exc))
+        try:
+            if self.purgatory.try_complete_else_watch(poll, poll.keys):
+                return self._answer(poll)  # already past ``after``: at once
+        except PurgatoryClosedError:
+            return SHUTTING_DOWN
+        watcher = None
+        if client_gone is not None:
+            watcher = asyncio.ensure_future(self._cancel_when_gone(client_gone, poll))
+        try:
+            await poll
+        except PurgatoryClosedError:
+            return SHUTTING_DOWN
+        except OperationCancelledError:
+            return None  # its client went away (the watcher cancelled it)
+        except BaseException:
+            if watcher is not None:
+                watcher.cancel()
+            raise
+        finally:
+            self._drop(poll)  # if this task was cancelled: aiohttp saw the client go
+        # the watcher is left to end by itself: an ASGI server answers a receive() with
+        # http.disconnect once the response is sent (cancelling it costs more)
+        return self._answer(poll)
+
+    def _answer(self, poll: WatchPoll) -> Reply:
+        entry = poll.result()
+        return NOT_MODIFIED if poll.expired or entry is None else ok(entry)
+
+    def _drop(self, poll: WatchPoll) -> None:
+        """Cancel this one poll if it is still pending (its client went away)."""
+        if poll.cancel():
+            self.gone += 1
+
+    async def _cancel_when_gone(
+        self, client_gone: Callable[[], Awaitable[object]], poll: WatchPoll
+    ) -> None:
+        await client_gone()
+        self._drop(poll)
+
+
+def command_line(description: str, default_port: int, argv: list[str] | None) -> tuple[str, int]:
+    """The examples' shared options: ``--host`` and ``--port``."""
+    parser = Parser(description=description)
+    parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
+    parser.add_argument(
+        "--port", type=port, default=default_port, help="TCP port; 0 picks any free port"
+    )
+    args = parser.parse_args(argv)
+    return str(args.host), int(args.port)
