@@ -18,6 +18,7 @@ application), :mod:`purgatory.analytics` (the Spark pipeline over traces), and
 reads).
 """
 
+from ._version import __version__
 from .aio.clock import LoopClock
 from .aio.operation import DelayedOperation
 from .aio.purgatory import DelayedOperationPurgatory
@@ -44,5 +45,6 @@ __all__ = [
     "SystemTimer",
     "TimerTask",
     "TopicPartition",
+    "__version__",
     "compiled",
 ]

@@ -8,8 +8,11 @@ even a request it cannot decode; everything else (headers included, flexible
 versions, compact strings, tagged fields) is kafka-python's code
 (:func:`decode_request`, :func:`encode_response`).
 
-What the broker supports is the table :data:`SUPPORTED_APIS`, which is also
-what ApiVersions advertises. The version ranges are capped where newer versions
+What the broker serves is the table :data:`SUPPORTED_APIS`; what ApiVersions
+advertises is :data:`ADVERTISED_VERSIONS` (both the answer to a supported
+ApiVersions version and the UNSUPPORTED_VERSION one use it): the same ranges,
+except Produce, listed from v0 though v0-v2 are refused, as Kafka 4 does (see
+:data:`ADVERTISED_PRODUCE_MIN_VERSION`). The version ranges are capped where newer versions
 need something the broker does not have: Produce v13+ names topics by id only,
 Fetch v17+ carries replica directory ids, Metadata v13 adds nothing needed,
 OffsetCommit v9+ and OffsetFetch v9+ belong to the new consumer protocol
@@ -89,6 +92,8 @@ with warnings.catch_warnings():
         EncodeBufferPool = None
 
 __all__ = [
+    "ADVERTISED_PRODUCE_MIN_VERSION",
+    "ADVERTISED_VERSIONS",
     "API_VERSIONS",
     "DESCRIBE_GROUPS",
     "ENCODE_BUFFER_KEEP_BYTES",
@@ -198,6 +203,26 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
 }
 
 
+#: ApiVersions lists Produce from this version, though a Produce below the lowest in
+#: SUPPORTED_APIS (v3) closes the connection unanswered: Kafka 4 does the same (KAFKA-18659:
+#: it lists Produce v0-v2 and closes the connection of a request at those versions),
+#: since librdkafka before its fix of issue 4956 (kcat 1.7's 2.0.2, say) compresses with
+#: gzip, snappy or lz4 only if the broker lists Produce v0, and otherwise silently sends
+#: those batches uncompressed. Clients pick the highest version both sides list, so none
+#: sends v0-v2 to a broker that lists v9.
+ADVERTISED_PRODUCE_MIN_VERSION = 0
+
+#: api key -> (min, max) version that ApiVersions lists: :data:`SUPPORTED_APIS`' ranges,
+#: Produce from :data:`ADVERTISED_PRODUCE_MIN_VERSION`. The one place that says it.
+ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
+    s.api_key: (
+        ADVERTISED_PRODUCE_MIN_VERSION if s.api_key == PRODUCE else s.min_version,
+        s.max_version,
+    )
+    for s in SUPPORTED_APIS.values()
+}
+
+
 @dataclass(frozen=True, slots=True)
 class RequestHeaderPeek:
     """The fixed first 8 bytes of a request header."""
@@ -292,7 +317,7 @@ def _drop_encode_buffer() -> None:
 
 
 def api_versions_response(version: int) -> Any:
-    """The ApiVersions answer listing :data:`SUPPORTED_APIS`. O(APIs)."""
+    """The ApiVersions answer listing :data:`ADVERTISED_VERSIONS`. O(APIs)."""
     return ApiVersionsResponse(
         version=version,
         error_code=0,
@@ -302,7 +327,8 @@ def api_versions_response(version: int) -> Any:
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:
-    """UNSUPPORTED_VERSION (35) in a v0 body with a v0 header, listing what is supported.
+    """UNSUPPORTED_VERSION (35) in a v0 body with a v0 header, listing
+    :data:`ADVERTISED_VERSIONS` (as every ApiVersions answer does).
 
     Kafka's rule: a client that asked with a version the broker does not know
     gets this, and retries with the highest version both sides support. O(APIs).
@@ -315,8 +341,6 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
 
 def _api_keys() -> list[Any]:
     return [
-        ApiVersionsResponse.ApiVersion(
-            api_key=s.api_key, min_version=s.min_version, max_version=s.max_version
-        )
-        for s in SUPPORTED_APIS.values()
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in ADVERTISED_VERSIONS.items()
     ]

@@ -8,7 +8,8 @@
 * ``None``: no response (acks=0 produce);
 
 or raises :class:`CloseConnection` when Kafka would drop the connection: unknown
-API key, unsupported version (except ApiVersions), a request that does not
+API key, unsupported version (except ApiVersions; Produce v0-v2 included, though
+ApiVersions lists them: see :data:`._codec.ADVERTISED_PRODUCE_MIN_VERSION`), a request that does not
 decode, an acks=0 produce that failed. Handling is synchronous, so side effects
 (appends, producer-state updates, topic creation) happen in request order; the
 connection writes replies in the same order.
@@ -123,12 +124,6 @@ Reply = bytes | Pending[Any] | None
 #: Partitions one request may create before its other new topics are put off (each
 #: takes a few file-system calls, a millisecond or more, with the event loop blocked).
 CREATE_PARTITIONS_PER_REQUEST = 100
-#: ApiVersions lists Produce from this version, though a Produce below the lowest in
-#: SUPPORTED_APIS (v3) still closes the connection: Kafka 4 does the same (KAFKA-18659),
-#: since librdkafka before its fix of issue 4956 (kcat 1.7's 2.0.2, say) compresses with
-#: gzip, snappy or lz4 only if the broker lists Produce v0, and otherwise silently sends
-#: those batches uncompressed.
-ADVERTISED_PRODUCE_MIN_VERSION = 0
 #: Fetch names topics by id from this version on (KIP-516)
 FETCH_BY_TOPIC_ID = 13
 _RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
@@ -286,10 +281,7 @@ class RequestHandler:
     # -- ApiVersions, Metadata, FindCoordinator, InitProducerId -------------------
 
     def _api_versions(self, req: codec.DecodedRequest) -> Reply:
-        response = codec.api_versions_response(req.api_version)
-        for key in response.api_keys:
-            if key.api_key == codec.PRODUCE:
-                key.min_version = ADVERTISED_PRODUCE_MIN_VERSION
+        response = codec.api_versions_response(req.api_version)  # codec.ADVERTISED_VERSIONS
         return codec.encode_response(response, req.correlation_id)
 
     def _metadata(self, req: codec.DecodedRequest) -> Reply:

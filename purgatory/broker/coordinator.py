@@ -32,6 +32,10 @@ One broker coordinates every group (FindCoordinator names it). The requests:
   generation -1 and no member id is accepted for a group without members (a
   consumer with manually assigned partitions).
 * **ListGroups / DescribeGroups** (:meth:`list_groups`, :meth:`describe_group`).
+  A group known only by its committed offsets (after a restart, say) is Empty,
+  with the protocol type kept with the offsets (as Kafka keeps group metadata in
+  ``__consumer_offsets``): "consumer" once a member committed, "" for a group
+  whose offsets were only ever committed outside group management.
 
 Errors are Kafka's (:class:`~.errors.ErrorCode`): INVALID_SESSION_TIMEOUT outside
 ``[min_session_timeout_ms, max_session_timeout_ms]``, UNKNOWN_MEMBER_ID,
@@ -243,14 +247,21 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group, including those known only
-        by committed offsets (Empty). O(groups)."""
+        by committed offsets (Empty, with the protocol type stored with them: "consumer"
+        for a group that had members, "" for one committed outside group management).
+        O(groups)."""
         listed = [
             (g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
             if g.state is not Dead
         ]
         known = {g[0] for g in listed}
-        listed += [(gid, "", Empty.value) for gid in self.offsets.groups() if gid not in known]
+        offsets = self.offsets
+        listed += [
+            (gid, offsets.protocol_type(gid) or "", Empty.value)
+            for gid in offsets.groups()
+            if gid not in known
+        ]
         return listed
 
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -258,7 +269,8 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             state = Empty if group_id in self.offsets.groups() else Dead
-            return GroupDescription(ErrorCode.NONE, group_id, state.value, "", "", ())
+            protocol_type = self.offsets.protocol_type(group_id) or ""
+            return GroupDescription(ErrorCode.NONE, group_id, state.value, protocol_type, "", ())
         stable = group.state is Stable
         members = tuple(
             MemberDescription(
@@ -584,7 +596,10 @@ class GroupCoordinator:
             if group.state is Completing:
                 return ErrorCode.REBALANCE_IN_PROGRESS
             self._touch(group, group.members[member_id])
-        self.offsets.commit(group_id, offsets)
+        # the group's protocol type goes with its offsets (after a restart, ListGroups
+        # still says "consumer"); a group never managed has none
+        protocol_type = group.protocol_type if group is not None else None
+        self.offsets.commit(group_id, offsets, protocol_type=protocol_type)
         return ErrorCode.NONE
 
     def fetch_offsets(

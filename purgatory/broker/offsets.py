@@ -7,7 +7,14 @@ line, each a whole OffsetCommit (or an expiry)::
     {"g": "my-group", "ts": 1732440000000, "o": [["orders", 0, 42, -1, ""], ...]}
 
 an entry being ``[topic, partition, offset, leader epoch, metadata]``, with offset
-``null`` for a tombstone (an expired offset). :meth:`OffsetStore.commit` writes
+``null`` for a tombstone (an expired offset). A line may also carry the group's
+protocol type, ``"pt": "consumer"`` (Kafka keeps a group's metadata in
+``__consumer_offsets`` beside its offsets, so ListGroups still says "consumer"
+after a restart): a commit writes it when the group's type is new to the store
+(then not again), compaction writes it on the group's first line, and the group's
+type is forgotten with its last offset. A line without it (older files, or a
+consumer outside group management) leaves the type as it was; a group never
+managed has none. :meth:`OffsetStore.commit` writes
 the line with one ``write`` to a file opened in append mode *before* it returns,
 so an acknowledged commit is in the operating system's page cache when the
 client hears of it: killing the broker loses none (as for records, see
@@ -90,6 +97,7 @@ class OffsetStore:
         self.compact_min_entries = compact_min_entries
         self.compactions = 0
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self._protocol_types: dict[str, str] = {}  # of groups with offsets, if known
         self._entries = 0  # entries in the file (live, overwritten and tombstones)
         self._load()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -110,24 +118,42 @@ class OffsetStore:
             return dict(committed)
         return {tp: committed[tp] for tp in partitions if tp in committed}
 
+    def protocol_type(self, group_id: str) -> str | None:
+        """The protocol type stored with the group's offsets ("consumer"), or None: no
+        offsets, or committed outside group management only. O(1)."""
+        return self._protocol_types.get(group_id)
+
     def __len__(self) -> int:
         """Live offsets. O(groups)."""
         return sum(len(g) for g in self._offsets.values())
 
     # -- changes -----------------------------------------------------------------
 
-    def commit(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+    def commit(
+        self,
+        group_id: str,
+        offsets: dict[TopicPartition, CommittedOffset],
+        *,
+        protocol_type: str | None = None,
+    ) -> None:
         """Store ``offsets`` (their ``commit_ms`` is replaced by now), written to the file
         before returning; raises OSError if the write fails (nothing is stored then).
-        O(len(offsets))."""
+        ``protocol_type``: the group's (kept with its offsets, see the module doc); None
+        leaves what is stored. O(len(offsets))."""
         now = self.wall_clock_ms()
         stamped = {
             tp: CommittedOffset(o.offset, o.leader_epoch, o.metadata, now)
             for tp, o in offsets.items()
         }
         entries = [_entry(tp, o) for tp, o in stamped.items()]
-        self._write({"g": group_id, "ts": now, "o": entries})
+        line: dict[str, object] = {"g": group_id, "ts": now, "o": entries}
+        known = self._protocol_types.get(group_id)
+        if protocol_type is not None and protocol_type != known and entries:
+            line["pt"] = protocol_type
+        self._write(line)
         self._offsets.setdefault(group_id, {}).update(stamped)
+        if protocol_type is not None and "pt" in line:
+            self._protocol_types[group_id] = protocol_type
         self._entries += len(entries)
         self._maybe_compact()
 
@@ -154,6 +180,7 @@ class OffsetStore:
                 del committed[tp]
             if not committed:
                 del self._offsets[group_id]
+                self._protocol_types.pop(group_id, None)
             self._entries += len(old)
             dropped += len(old)
         self._maybe_compact()
@@ -198,8 +225,11 @@ class OffsetStore:
         group_id = line["g"]
         ts = line["ts"]
         entries = line["o"]
+        protocol_type = line.get("pt")
         if not (isinstance(group_id, str) and isinstance(ts, int) and isinstance(entries, list)):
             raise ValueError("not a commit line")
+        if not (protocol_type is None or isinstance(protocol_type, str)):
+            raise ValueError("not a protocol type")
         committed = self._offsets.setdefault(group_id, {})
         for topic, partition, offset, epoch, metadata in entries:
             tp = TopicPartition(str(topic), int(partition))
@@ -208,8 +238,11 @@ class OffsetStore:
             else:
                 committed[tp] = CommittedOffset(int(offset), int(epoch), str(metadata), ts)
             self._entries += 1
+        if protocol_type is not None:
+            self._protocol_types[group_id] = protocol_type
         if not committed:
             del self._offsets[group_id]
+            self._protocol_types.pop(group_id, None)
 
     def _maybe_compact(self) -> None:
         live = len(self)
@@ -221,8 +254,12 @@ class OffsetStore:
                 by_ts: dict[int, list[list[object]]] = {}
                 for tp, o in committed.items():
                     by_ts.setdefault(o.commit_ms, []).append(_entry(tp, o))
+                protocol_type = self._protocol_types.get(group_id)
                 for ts, entries in sorted(by_ts.items()):
-                    line = {"g": group_id, "ts": ts, "o": entries}
+                    line: dict[str, object] = {"g": group_id, "ts": ts, "o": entries}
+                    if protocol_type is not None:
+                        line["pt"] = protocol_type
+                        protocol_type = None  # on the group's first line only
                     f.write((json.dumps(line, separators=(",", ":")) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())

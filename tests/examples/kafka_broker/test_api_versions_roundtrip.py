@@ -1,12 +1,15 @@
 """Every (API, version) the broker advertises in ApiVersions works on the wire.
 
-The cases are generated from :data:`codec.SUPPORTED_APIS` (what ApiVersions
-answers): for each advertised version of each API, a well-formed request at that
-version goes over a real socket to one running broker (one per module, in a
-thread), and the answer must decode at that version and make sense: no error
-where the request is valid, and the fields asked about answered (a produce gets
-its offset and the records are there, a fetch gets the records produced,
-Metadata lists the topic, a group API's answer matches the group).
+The cases are generated from :data:`codec.ADVERTISED_VERSIONS` (what every
+ApiVersions answer lists): for each advertised version of each API, a well-formed
+request at that version goes over a real socket to one running broker (one per
+module, in a thread), and the answer must decode at that version and make sense:
+no error where the request is valid, and the fields asked about answered (a
+produce gets its offset and the records are there, a fetch gets the records
+produced, Metadata lists the topic, a group API's answer matches the group).
+Produce v0-v2 are advertised but refused, as in Kafka 4 (KAFKA-18659, see
+:data:`codec.ADVERTISED_PRODUCE_MIN_VERSION`): their check is that the broker
+closes the connection without an answer and appends nothing.
 
 :data:`CHECKS` says which versions each check was written for: a version the
 broker starts advertising without its check being looked at fails here.
@@ -20,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka_broker import BrokerThread, WireConfig
 from kafka_broker import _codec as codec
 
@@ -212,6 +216,30 @@ async def check_produce(client: RawClient, v: int) -> None:
         if v >= 5:
             assert p.log_start_offset == 0
     assert await fetch_values(client, topic, 1) == [b"p0", b"p1"]
+
+
+async def check_produce_refused(client: RawClient, v: int) -> None:
+    """Produce v0-v2: advertised (for librdkafka) yet refused, as Kafka 4 refuses them:
+    the connection is closed, no answer, nothing appended (the topic is not even made)."""
+    topic = f"produce-refused-v{v}"
+    # the message set of those versions: magic 0 (v0, v1) or 1 (v2, KIP-32)
+    message_set = LegacyRecordBatchBuilder(magic=v // 2, compression_type=0, batch_size=1 << 10)
+    message_set.append(0, timestamp=None if v < 2 else 1, key=None, value=b"old")
+    produce = produce_request(topic, 0, bytes(message_set.build()), version=v)
+    frame = _frame(produce)
+    pr = codec.SUPPORTED_APIS[codec.PRODUCE].request
+    assert pr.decode(frame[4:], version=v, header=True).topic_data  # well formed
+    await client.write_raw(frame)
+    with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+        await client.read_frame()
+    host, port = client.writer.get_extra_info("peername")[:2]
+    other = await RawClient.connect(f"{host}:{port}")
+    try:
+        mr = codec.SUPPORTED_APIS[codec.METADATA].request
+        every = await other.request(mr(version=1, topics=None))
+        assert topic not in {t.name for t in every.topics}
+    finally:
+        await other.close()
 
 
 async def check_fetch(client: RawClient, v: int) -> None:
@@ -554,9 +582,7 @@ async def check_api_versions(client: RawClient, v: int) -> None:
         )
     )
     assert answer.error_code == 0
-    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == {
-        s.api_key: (s.min_version, s.max_version) for s in codec.SUPPORTED_APIS.values()
-    }
+    assert ranges(answer) == codec.ADVERTISED_VERSIONS
 
 
 async def check_init_producer_id(client: RawClient, v: int) -> None:
@@ -592,44 +618,43 @@ async def check_init_producer_id(client: RawClient, v: int) -> None:
 
 Check = Callable[[RawClient, int], Awaitable[None]]
 
-#: api key -> (its check, the versions the check was written for)
-CHECKS: dict[int, tuple[Check, range]] = {
-    codec.PRODUCE: (check_produce, range(3, 10)),
-    codec.FETCH: (check_fetch, range(4, 17)),
-    codec.LIST_OFFSETS: (check_list_offsets, range(1, 8)),
-    codec.METADATA: (check_metadata, range(13)),
-    codec.OFFSET_COMMIT: (check_offset_commit, range(2, 9)),
-    codec.OFFSET_FETCH: (check_offset_fetch, range(1, 9)),
-    codec.FIND_COORDINATOR: (check_find_coordinator, range(6)),
-    codec.JOIN_GROUP: (check_join_group, range(10)),
-    codec.HEARTBEAT: (check_heartbeat, range(5)),
-    codec.LEAVE_GROUP: (check_leave_group, range(6)),
-    codec.SYNC_GROUP: (check_sync_group, range(6)),
-    codec.DESCRIBE_GROUPS: (check_describe_groups, range(6)),
-    codec.LIST_GROUPS: (check_list_groups, range(5)),
-    codec.API_VERSIONS: (check_api_versions, range(4)),
-    codec.INIT_PRODUCER_ID: (check_init_producer_id, range(5)),
+#: api key -> its checks, each with the versions it was written for
+CHECKS: dict[int, list[tuple[Check, range]]] = {
+    codec.PRODUCE: [(check_produce_refused, range(3)), (check_produce, range(3, 10))],
+    codec.FETCH: [(check_fetch, range(4, 17))],
+    codec.LIST_OFFSETS: [(check_list_offsets, range(1, 8))],
+    codec.METADATA: [(check_metadata, range(13))],
+    codec.OFFSET_COMMIT: [(check_offset_commit, range(2, 9))],
+    codec.OFFSET_FETCH: [(check_offset_fetch, range(1, 9))],
+    codec.FIND_COORDINATOR: [(check_find_coordinator, range(6))],
+    codec.JOIN_GROUP: [(check_join_group, range(10))],
+    codec.HEARTBEAT: [(check_heartbeat, range(5))],
+    codec.LEAVE_GROUP: [(check_leave_group, range(6))],
+    codec.SYNC_GROUP: [(check_sync_group, range(6))],
+    codec.DESCRIBE_GROUPS: [(check_describe_groups, range(6))],
+    codec.LIST_GROUPS: [(check_list_groups, range(5))],
+    codec.API_VERSIONS: [(check_api_versions, range(4))],
+    codec.INIT_PRODUCER_ID: [(check_init_producer_id, range(5))],
 }
 
-
-def advertised() -> list[tuple[int, int]]:
-    """(api key, version) for every version ApiVersions advertises."""
-    response = codec.api_versions_response(3)
-    return [
-        (k.api_key, v) for k in response.api_keys for v in range(k.min_version, k.max_version + 1)
-    ]
+#: (api key, version) for every version ApiVersions advertises
+ADVERTISED = [
+    (api, v) for api, (low, high) in codec.ADVERTISED_VERSIONS.items() for v in range(low, high + 1)
+]
 
 
-ADVERTISED = advertised()
-
-
-def test_the_cases_are_what_api_versions_advertises() -> None:
-    supported = [
-        (s.api_key, v)
-        for s in codec.SUPPORTED_APIS.values()
-        for v in range(s.min_version, s.max_version + 1)
-    ]
-    assert supported == ADVERTISED
+def test_every_api_versions_answer_lists_the_advertised_versions() -> None:
+    """Every ApiVersions version's answer, and the UNSUPPORTED_VERSION one, list
+    :data:`codec.ADVERTISED_VERSIONS`: the served ranges, Produce from v0."""
+    low, high = codec.ADVERTISED_VERSIONS[codec.API_VERSIONS]
+    for v in range(low, high + 1):
+        assert ranges(codec.api_versions_response(v)) == codec.ADVERTISED_VERSIONS
+    frame = codec.unsupported_api_versions_response(1)
+    old = codec.ApiVersionsResponse.decode(frame[4:], version=0, header=True)
+    assert ranges(old) == codec.ADVERTISED_VERSIONS
+    served = {s.api_key: (s.min_version, s.max_version) for s in codec.SUPPORTED_APIS.values()}
+    produce_max = codec.SUPPORTED_APIS[codec.PRODUCE].max_version
+    assert {**served, codec.PRODUCE: (0, produce_max)} == codec.ADVERTISED_VERSIONS
     assert len(ADVERTISED) == len(set(ADVERTISED))
 
 
@@ -641,8 +666,9 @@ def test_the_cases_are_what_api_versions_advertises() -> None:
 def test_an_advertised_version_round_trips(broker: BrokerThread, api: int, version: int) -> None:
     name = codec.SUPPORTED_APIS[api].name
     assert api in CHECKS, f"{name} is advertised but has no round-trip check"
-    check, written_for = CHECKS[api]
-    assert version in written_for, f"{name} v{version} is advertised but its check is not"
+    checks = [check for check, written_for in CHECKS[api] if version in written_for]
+    assert checks, f"{name} v{version} is advertised but no check of it is"
+    (check,) = checks
 
     async def main() -> None:
         client = await RawClient.connect(broker.bootstrap_servers)
@@ -712,3 +738,31 @@ def test_a_null_the_schema_allows_is_answered(broker: BrokerThread) -> None:
             await client.close()
 
     asyncio.run(main())
+
+
+def test_an_unsupported_api_versions_version_lists_what_a_supported_one_lists(
+    broker: BrokerThread,
+) -> None:
+    """The UNSUPPORTED_VERSION answer (v0 body) and a v3 answer list the same ranges."""
+
+    async def main() -> None:
+        client = await RawClient.connect(broker.bootstrap_servers)
+        try:
+            v3 = await client.request(request(codec.API_VERSIONS, 3))
+            # an ApiVersions v127 header: key 18, version 127, correlation 5, client "x"
+            frame = b"\x00\x12\x00\x7f\x00\x00\x00\x05\x00\x01x"
+            await client.write_raw(len(frame).to_bytes(4, "big") + frame)
+            old = codec.ApiVersionsResponse.decode(
+                await asyncio.wait_for(client.read_frame(), TIMEOUT_S), version=0, header=True
+            )
+            assert (old.header.correlation_id, old.error_code) == (5, 35)
+            assert ranges(old) == ranges(v3)
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def ranges(answer: Any) -> dict[int, tuple[int, int]]:
+    """An ApiVersions answer's api key -> (min, max) version."""
+    return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}

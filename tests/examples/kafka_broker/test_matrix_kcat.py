@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from kafka_broker import BrokerThread, KafkaWireBroker
 from kafka_broker import _codec as codec
-from kafka_broker._handlers import ADVERTISED_PRODUCE_MIN_VERSION
+from kafka_broker._codec import ADVERTISED_PRODUCE_MIN_VERSION
 
 from tests.childproc import Child
 

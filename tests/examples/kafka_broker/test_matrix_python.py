@@ -468,5 +468,5 @@ def test_group_split_sigkill_leave_and_offsets_across_a_restart(name: str, tmp_p
         assert view.offsets == before
         assert (view.state, view.members) == ("empty", 0)
         # a group that had members is still of protocol type "consumer" (as in Kafka,
-        # which keeps it with the offsets); fails while ListGroups answers "" (known bug)
+        # which keeps it with the offsets)
         assert view.listed.get(group) == "consumer", view.listed
