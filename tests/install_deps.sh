@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# What the test suite needs beyond the Python packages of the dev extra: kcat and
+# redis-server (Debian's packages, one apt-get for both, as root) and the Node.js Kafka
+# clients (npm ci from their lock file). Idempotent and quiet: what is there is kept.
+# The README's test command runs it; the scripts it calls can also run on their own.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "install_deps.sh: ${missing[*]} missing; install as root with apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+bash "$here/examples/kafka_broker/clients/install.sh"  # kcat is there now: the Node clients
+bash "$here/contrib/install_redis.sh"                   # redis-server is there now: a check
