@@ -1,8 +1,13 @@
 """The reaper on real event loops (asyncio and uvloop, via conftest).
 
-Timing here is asserted only where it cannot flake: never early (a property of
-the code), and "late" against generous bounds. Wake-up counts are exact
-consequences of the design (one wake per expiring bucket), not timings.
+Nothing here depends on the machine's speed. Timing is asserted only where it
+cannot flake: never early (a property of the code: the timer reads the loop's
+clock), exactly once, in due order. How late a task fires on a real loop depends
+on the machine's load: that is a benchmark's figure (``benchmarks/timer_bench.py
+--lateness``); on time to the tick is checked on a manual clock
+(tests/core/test_timer.py). Wake-up counts are exact consequences of the design
+(one wake per expiring bucket; a stalled loop only merges wakes), not timings.
+Waits are polls for a condition with a generous hang guard.
 """
 
 from __future__ import annotations
@@ -36,23 +41,29 @@ def schedule(timer: SystemTimer, delay_ms: int, out: list[tuple[int, int]]) -> S
     return task
 
 
-async def wait_for_len(out: list[Any], n: int, limit_s: float = 10.0) -> None:
-    async with asyncio.timeout(limit_s):
-        while len(out) < n:
-            await asyncio.sleep(0.005)
+HANG_GUARD_S = 60.0
+
+
+async def wait_for_len(out: list[Any], n: int, limit_s: float = HANG_GUARD_S) -> None:
+    """Wait until ``out`` holds ``n`` items; a hang guard, not a timing claim."""
+    try:
+        async with asyncio.timeout(limit_s):
+            while len(out) < n:
+                await asyncio.sleep(0.005)
+    except TimeoutError:
+        pytest.fail(f"{len(out)} of {n} tasks ran within {limit_s} s")
 
 
 @pytest.mark.asyncio
-async def test_tasks_fire_never_early_and_about_on_time() -> None:
+async def test_tasks_fire_once_in_due_order_and_never_early() -> None:
     out: list[tuple[int, int]] = []
+    delays = (1, 2, 5, 10, 25, 50, 80, 120, 200, 333)  # the finest wheel and overflow ones
     async with SystemTimer("real") as timer:
-        for delay in (1, 2, 5, 10, 25, 50, 80, 120, 200, 333):
-            schedule(timer, delay, out)
-        await wait_for_len(out, 10)
-    lateness = [ran - due for due, ran in out]
-    assert min(lateness) >= 0, "a task ran before its expiration"
-    # about a tick on an idle machine; the bound is generous for a shared one
-    assert sorted(lateness)[len(lateness) // 2] <= 20
+        tasks = [schedule(timer, delay, out) for delay in delays]
+        await wait_for_len(out, len(delays))
+        assert len(timer) == 0
+    assert [due for due, _ in out] == [task.due_ms for task in tasks]  # once each, in order
+    assert all(ran >= due for due, ran in out), f"a task ran before its expiration: {out}"
 
 
 @pytest.mark.asyncio
@@ -173,15 +184,16 @@ async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
     timer = SystemTimer("manual")  # no reaper: advance_clock drives it
     assert await timer.advance_clock(0) is False
     assert await timer.advance_clock(5) is False  # nothing scheduled: waits, finds nothing
-    schedule(timer, 300, out)
+    far = schedule(timer, 3_600_000, out)  # an hour away: no stall of the loop reaches it
     assert await timer.advance_clock(1) is False  # not yet
     # 300 ms is beyond the finest wheel (20 ms): the bucket to expire is an overflow
-    # bucket, flushed through reinsert (far from the 1 ms waited first, even under load)
+    # bucket, flushed through reinsert; the earliest bucket, so waited for first
+    schedule(timer, 300, out)
     assert await timer.advance_clock(2_000) is True
     if not out:
-        assert len(timer) == 1
+        assert len(timer) == 2
         assert await timer.advance_clock(2_000) is True
     assert len(out) == 1 and out[0][1] >= out[0][0]
-    assert len(timer) == 0
+    assert len(timer) == 1 and far.due_ms not in [due for due, _ in out]
     with pytest.raises(ValueError, match="timeout_ms"):
         await timer.advance_clock(-1)

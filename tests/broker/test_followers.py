@@ -1,7 +1,12 @@
 """Followers: the one follower loop and ISR check, on a real loop with short lags.
 
-Each test runs a broker with two followers; waits are polls with a deadline, so a
-slow machine makes a test slower, not wrong.
+Each test runs a broker with two followers. Nothing here depends on the machine's
+speed: waits are polls for a condition with a generous hang guard, and the
+partitions' ``replica_lag_time_max_ms`` is far longer than any stall of a loaded
+machine, so no follower ever leaves the ISR by accident. The follower that must
+leave it does so because the test moves the broker's clock (:class:`JumpClock`)
+past that limit, while the ISR check itself runs on the loop every
+``CHECK_LAG_MS / 2`` as the Followers' setting says.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from purgatory import TopicPartition
+from purgatory import LoopClock, TopicPartition
 from purgatory.broker import (
     Broker,
     DelayedFetch,
@@ -24,18 +29,45 @@ from purgatory.broker import (
     Followers,
     build_batch,
 )
+from purgatory.broker import followers as followers_module
 
 A = TopicPartition("f", 0)
 B = TopicPartition("f", 1)
 LAG_MS = 5
-REPLICA_LAG_MS = 60
+#: the partitions' limit: a follower not caught up for a minute leaves the ISR (no
+#: loaded machine stalls that long; the test that needs it jumps the clock)
+REPLICA_LAG_MS = 60_000
+#: the Followers' setting: the ISR check runs every CHECK_LAG_MS / 2 of the loop
+CHECK_LAG_MS = 60
+HANG_GUARD_S = 60.0
+HANG_GUARD_MS = 60_000
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = HANG_GUARD_S) -> None:
+    """Wait for ``condition``; a hang guard, not a timing claim."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
         await asyncio.sleep(0.002)
+
+
+class JumpClock:
+    """The running loop's clock plus an offset the test moves forward with :meth:`jump`.
+
+    The broker's purgatories and its ISR check read it; the loop's sleeps (the
+    followers' lag, the ISR check's interval) do not, so a jump makes every follower
+    look as long out of date as the test says, at once and on any machine."""
+
+    def __init__(self) -> None:
+        self._loop_clock = LoopClock()
+        self._offset_ms = 0
+
+    def now_ms(self) -> int:
+        return self._loop_clock.now_ms() + self._offset_ms
+
+    def jump(self, ms: int) -> None:
+        assert ms >= 0
+        self._offset_ms += ms
 
 
 def _lead(broker: Broker) -> None:
@@ -45,9 +77,14 @@ def _lead(broker: Broker) -> None:
         )
 
 
+@pytest.fixture
+def clock() -> JumpClock:
+    return JumpClock()
+
+
 @pytest_asyncio.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    async with Broker(tmp_path) as b:
+async def broker(tmp_path: Path, clock: JumpClock) -> AsyncIterator[Broker]:
+    async with Broker(tmp_path, clock=clock) as b:
         _lead(b)
         yield b
         b._check_invariants()
@@ -82,7 +119,7 @@ async def followers_of(broker: Broker) -> AsyncIterator[MakeFollowers]:
         options: dict[str, object] = {
             "lag_ms": LAG_MS,
             "max_wait_ms": 100,
-            "replica_lag_time_max_ms": REPLICA_LAG_MS,
+            "replica_lag_time_max_ms": CHECK_LAG_MS,
         }
         options.update(changes)
         made.append(Followers(broker, (1, 2), **options))  # type: ignore[arg-type]
@@ -100,14 +137,15 @@ async def test_a_group_is_fetched_in_one_request_and_acks_all_completes(tmp_path
         broker.fetched = []
         _lead(broker)
         followers = Followers(
-            broker, (1, 2), lag_ms=LAG_MS, max_wait_ms=100, replica_lag_time_max_ms=REPLICA_LAG_MS
+            broker, (1, 2), lag_ms=LAG_MS, max_wait_ms=100, replica_lag_time_max_ms=CHECK_LAG_MS
         )
         try:
             followers.follow([A, B])
             assert len(followers._tasks) == 2  # one task per follower for the group
             for i in range(3):
                 op = broker.produce(
-                    {A: build_batch([b"a"]), B: build_batch([b"b", b"c"])}, timeout_ms=5000
+                    {A: build_batch([b"a"]), B: build_batch([b"b", b"c"])},
+                    timeout_ms=HANG_GUARD_MS,  # expiring is failing
                 )
                 result = await op
                 assert {tp: r.error_code for tp, r in result.items()} == {A: 0, B: 0}
@@ -124,7 +162,7 @@ async def test_a_group_is_fetched_in_one_request_and_acks_all_completes(tmp_path
 
 @pytest.mark.asyncio
 async def test_a_paused_follower_leaves_the_isr_and_rejoins(
-    broker: Broker, followers_of: MakeFollowers
+    broker: Broker, followers_of: MakeFollowers, clock: JumpClock
 ) -> None:
     risen: list[tuple[TopicPartition, int]] = []
     followers = followers_of(on_high_watermark=lambda tp, hw: risen.append((tp, hw)))
@@ -133,34 +171,80 @@ async def test_a_paused_follower_leaves_the_isr_and_rejoins(
     assert len(followers._tasks) == 4
     followers.pause(2)
     assert not all_paused(followers)  # follower 1 still fetches
-    op = broker.produce({A: build_batch([b"x"])}, timeout_ms=5000)
-    # follower 2 holds the high watermark until the ISR check drops it (ISR 2 = min ISR)
-    assert (await op)[A].error_code == ErrorCode.NONE
-    assert broker.partitions[A].isr == {0, 1}
-    assert (A, 1) in risen  # the ISR shrink raised the high watermark
+    partition = broker.partitions[A]
+    op = broker.produce({A: build_batch([b"x"])}, timeout_ms=10 * REPLICA_LAG_MS)
+    await until(lambda: partition.replica(1).log_end_offset == 1, "follower 1 fetched the batch")
+    # follower 2 holds the high watermark (ISR 3 > min ISR 2): the produce waits
+    assert (partition.high_watermark, partition.isr, op.is_done) == (0, frozenset({0, 1, 2}), False)
+    assert risen == []
+    # a minute passes for the broker: follower 2 (paused at offset 0) last caught up
+    # that long ago; follower 1 is at the leader's log end, caught up however long ago
+    clock.jump(REPLICA_LAG_MS + 1)
+    # the ISR check (on the loop, every CHECK_LAG_MS / 2) drops follower 2 alone
+    async with asyncio.timeout(HANG_GUARD_S):
+        assert (await op)[A].error_code == ErrorCode.NONE
+    assert partition.isr == {0, 1}
+    assert risen == [(A, 1)]  # the ISR shrink raised the high watermark, once
     followers.resume(2)
-    await until(lambda: broker.partitions[A].isr == {0, 1, 2})
+    await until(lambda: partition.isr == {0, 1, 2}, "follower 2 back in the ISR")
+    assert broker.partitions[B].isr == {0, 1, 2}  # idle at its log end: never dropped
     followers.pause()
     assert all_paused(followers)
     await followers.stop()  # paused followers end at once
 
 
+class SleepSpy:
+    """Stands in for ``asyncio`` in :mod:`purgatory.broker.followers`: notes each
+    follower task's sleep as (replica id, seconds), then sleeps. The ISR check's
+    sleeps are not noted."""
+
+    def __init__(self) -> None:
+        self.slept: list[tuple[int, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        name = task.get_name()
+        if name.startswith("follower-"):
+            self.slept.append((int(name.split("-")[1]), delay))
+        await asyncio.sleep(delay)
+
+    def since(self, mark: int, rid: int) -> list[float]:
+        return [delay for r, delay in self.slept[mark:] if r == rid]
+
+
 @pytest.mark.asyncio
 async def test_an_erroring_partition_keeps_its_offset_and_backs_off(
-    broker: Broker, followers_of: MakeFollowers
+    broker: Broker, followers_of: MakeFollowers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    spy = SleepSpy()
+    monkeypatch.setattr(followers_module, "asyncio", spy)
+    lag_s, backoff_s = LAG_MS / 1000, 30 / 1000
     followers = followers_of(error_backoff_ms=30)
     followers.follow([A])
     broker.produce({A: build_batch([b"1"])}, acks=1, timeout_ms=10)
-    await until(lambda: broker.partitions[A].high_watermark == 1)
+    await until(lambda: broker.partitions[A].high_watermark == 1, "the followers fetched")
     broker.become_follower(A)
-    before = broker.counters.fetch_requests
-    await asyncio.sleep(0.1)
-    assert broker.counters.fetch_requests - before <= 2 * (100 // 30 + 1)  # backing off
+    mark = len(spy.slept)
+
+    def backed_off_twice() -> bool:
+        return all(spy.since(mark, rid).count(backoff_s) >= 2 for rid in (1, 2))
+
+    await until(backed_off_twice, "both followers backed off twice")
+    for rid in (1, 2):
+        slept = spy.since(mark, rid)
+        first = slept.index(backoff_s)
+        # at most the lag of a round answered before the error, then only back-offs
+        assert first <= 1 and slept[:first] == [lag_s] * first
+        assert set(slept[first:]) == {backoff_s}, (rid, slept)
     broker.become_leader(A)
-    op = broker.produce({A: build_batch([b"2"])}, timeout_ms=5000)
+    op = broker.produce({A: build_batch([b"2"])}, timeout_ms=HANG_GUARD_MS)
     assert (await op)[A].error_code == ErrorCode.NONE  # they fetch on from offset 1
     assert (await op)[A].base_offset == 1
+    assert [r.log_end_offset for r in map(broker.partitions[A].replica, (1, 2))] == [2, 2]
 
 
 def test_bad_settings_are_refused(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from .rawclient import (
 
 T = TypeVar("T")
 TOPIC = "limits"
-DEADLINE_S = 10.0
+DEADLINE_S = 60.0  # a hang guard of every wait, not a measure of speed
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

@@ -109,7 +109,7 @@ def test_sigkill_after_acks_all_loses_nothing(tmp_path: Path) -> None:
         child.kill()
     child, bootstrap = start_broker(data_dir)
     with child:
-        records = asyncio.run(read_all(bootstrap, len(acked), timeout_s=8))
+        records = asyncio.run(read_all(bootstrap, len(acked), timeout_s=60))
         child.kill()
     lost = [(o, v) for o, v in acked if records.get(o) != v]
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost"
@@ -187,7 +187,9 @@ async def test_a_damaged_rolled_segment_is_never_served(
                 )
                 assert produce_partition(response).error_code == 0
                 assert broker.partitions[healthy].high_watermark == 5
-                await until(lambda: broker.partitions[damaged].isr == {0}, 5, "the stuck followers")
+                await until(
+                    lambda: broker.partitions[damaged].isr == {0}, 60, "the stuck followers"
+                )
                 fetched = await client.request(fetch_request(TOPIC, 0, 0, max_wait_ms=100))
                 part = fetch_partition(fetched)
                 assert part.error_code == 2 and not part.records and part.high_watermark == 4

@@ -126,7 +126,7 @@ async def well_behaved_client(wire: KafkaWireBroker, topic: str) -> tuple[Acked,
     try:
         consumer.assign([ATP(topic, p) for p in range(3)])
         await consumer.seek_to_beginning()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a hang guard
         while not all_seen(acked, consumed) and time.monotonic() < deadline:
             for messages in (await consumer.getmany(timeout_ms=500)).values():
                 consumed += [(m.partition, m.offset, m.value) for m in messages]
