@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 
@@ -78,7 +79,7 @@ async def watch_keys(request: web.Request) -> web.Response:
 
 async def put(request: web.Request) -> web.Response:
     body = await request.read()  # past client_max_size (1 MiB): aiohttp answers 413
-    return _response(request.app[SERVICE].put(request.match_info["key"], body))
+    return _response(await request.app[SERVICE].put_async(request.match_info["key"], body))
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -114,13 +115,20 @@ def make_app(service: WatchService | None = None) -> web.Application:
     return app
 
 
-async def start(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Start ``app`` on ``host:port``; the runner (``await runner.cleanup()`` stops it)
-    and the port listened on."""
+async def start(
+    app: web.Application, host: str, port: int, sock: socket.socket | None = None
+) -> tuple[web.AppRunner, int]:
+    """Start ``app`` on ``host:port``, or on the bound socket ``sock`` if given (host and
+    port are then ignored); the runner (``await runner.cleanup()`` stops it) and the
+    port listened on."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=4096)
+        site: web.BaseSite
+        if sock is None:
+            site = web.TCPSite(runner, host, port, backlog=4096)
+        else:
+            site = web.SockSite(runner, sock, backlog=4096)
         await site.start()
     except BaseException:
         await runner.cleanup()

@@ -21,6 +21,10 @@ the next one, and a key's version is the revision of its last put (0: never put)
 So a client watching several keys polls again with ``after`` = the version it was
 answered, and a 304 leaves its ``after`` as it was.
 
+The store is one process's dict (:class:`KeyStore`) unless the service is given
+another :class:`Store`: ``examples/watch_aiohttp_workers.py`` keeps the keys in
+Redis, with a cache in each of several worker processes.
+
 Bad input is a 400 whose body is one line (``after must be an integer from 0 to
 ...``); a poll that arrives, or is pending, while the server shuts down is
 answered 503 ``server shutting down`` at once.
@@ -32,6 +36,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -92,8 +97,25 @@ def ok(entry: Entry) -> Reply:
     return Reply(200, entry.to_json(), {"Content-Type": JSON})
 
 
+class Store(Protocol):
+    """Where a :class:`WatchService` keeps its keys. A poll reads them synchronously
+    (``get``, ``newest``: from memory, a cache if the truth is elsewhere); the service
+    awaits ``load(keys)`` before it first tries a poll (bring the cache up to date for
+    those keys; nothing to do for :class:`KeyStore`) and ``write`` for a put."""
+
+    def get(self, key: str) -> Entry: ...
+
+    def newest(self, keys: Iterable[str], after: int) -> Entry | None: ...
+
+    async def load(self, keys: Sequence[str]) -> None: ...
+
+    async def write(self, key: str, value: str) -> Entry: ...
+
+
 class KeyStore:
-    """Keys and their values, versioned by a store-wide revision. O(1) a put or get."""
+    """Keys and their values, versioned by a store-wide revision. O(1) a put or get.
+
+    A :class:`Store`; also the cache of a store kept elsewhere (:meth:`remember`)."""
 
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
@@ -107,6 +129,22 @@ class KeyStore:
         self.revision += 1
         entry = self._entries[key] = Entry(key, self.revision, value)
         return entry
+
+    def remember(self, entry: Entry) -> Entry:
+        """Keep ``entry`` unless a newer version of its key is kept already (a cache fed
+        out of order: versions only go up); the entry kept. O(1)."""
+        kept = self._entries.get(entry.key)
+        if kept is not None and kept.version >= entry.version:
+            return kept
+        self._entries[entry.key] = entry
+        self.revision = max(self.revision, entry.version)
+        return entry
+
+    async def load(self, keys: Sequence[str]) -> None:
+        """Nothing to load: this store is the truth."""
+
+    async def write(self, key: str, value: str) -> Entry:
+        return self.put(key, value)
 
     def newest(self, keys: Iterable[str], after: int) -> Entry | None:
         """The newest entry among ``keys`` whose version is past ``after``, or None."""
@@ -154,6 +192,18 @@ def parse_keys(text: str | None) -> list[str]:
     return keys
 
 
+def parse_put(key: str, body: bytes) -> tuple[str, str] | Reply:
+    """A put's key and value (``body`` decoded), or the error to answer (400, 413)."""
+    if len(body) > MAX_VALUE_BYTES:
+        return error(413, f"a value may have at most {MAX_VALUE_BYTES} bytes, not {len(body)}")
+    try:
+        return check_key(key), body.decode()
+    except BadRequest as exc:
+        return error(400, str(exc))
+    except UnicodeDecodeError as exc:
+        return error(400, f"the value must be UTF-8: {exc.reason} at byte {exc.start}")
+
+
 def parse_watch(keys: Sequence[str], after: str | None, timeout_ms: str | None) -> WatchRequest:
     """Check a poll's input; BadRequest (one line) names the first thing wrong."""
     return WatchRequest(
@@ -169,7 +219,7 @@ class WatchPoll(DelayedOperation[Entry | None]):
 
     __slots__ = ("_store", "after", "keys")
 
-    def __init__(self, store: KeyStore, request: WatchRequest) -> None:
+    def __init__(self, store: Store, request: WatchRequest) -> None:
         super().__init__(request.timeout_ms)
         self._store = store
         self.keys = request.keys
@@ -193,26 +243,37 @@ class WatchService:
     The web framework enters ``purgatory`` at startup (``async with``: it binds the
     purgatory to the loop and starts the timer's reaper) and closes it as shutdown
     begins (``await purgatory.close()``: every pending poll is answered 503 at once).
-    ``gone`` counts polls cancelled because their client went away.
+    ``gone`` counts polls cancelled because their client went away. ``store``: a
+    new :class:`KeyStore` by default.
     """
 
-    def __init__(self, name: str = "watch") -> None:
-        self.store = KeyStore()
+    def __init__(self, name: str = "watch", store: Store | None = None) -> None:
+        self.store: Store = KeyStore() if store is None else store
         self.purgatory: DelayedOperationPurgatory[WatchPoll] = DelayedOperationPurgatory(name)
         self.registry = CollectorRegistry()
         self.registry.register(PurgatoryCollector(self.purgatory))
         self.gone = 0
 
     def put(self, key: str, body: bytes) -> Reply:
-        """Store ``body`` (UTF-8) under ``key`` and wake the polls watching it."""
-        if len(body) > MAX_VALUE_BYTES:
-            return error(413, f"a value may have at most {MAX_VALUE_BYTES} bytes, not {len(body)}")
-        try:
-            entry = self.store.put(check_key(key), body.decode())
-        except BadRequest as exc:
-            return error(400, str(exc))
-        except UnicodeDecodeError as exc:
-            return error(400, f"the value must be UTF-8: {exc.reason} at byte {exc.start}")
+        """Store ``body`` (UTF-8) under ``key`` and wake the polls watching it; with a
+        :class:`KeyStore` (TypeError for another store: use :meth:`put_async`)."""
+        store = self.store
+        if not isinstance(store, KeyStore):
+            raise TypeError(f"put() writes a KeyStore, not a {type(store).__name__}: use put_async")
+        checked = parse_put(key, body)
+        if isinstance(checked, Reply):
+            return checked
+        entry = store.put(*checked)
+        self.purgatory.check_and_complete(key)
+        return ok(entry)
+
+    async def put_async(self, key: str, body: bytes) -> Reply:
+        """:meth:`put` for any :class:`Store` (``await store.write``): the store has the
+        new entry when the polls of this process are checked."""
+        checked = parse_put(key, body)
+        if isinstance(checked, Reply):
+            return checked
+        entry = await self.store.write(*checked)
         self.purgatory.check_and_complete(key)
         return ok(entry)
 
@@ -238,6 +299,7 @@ class WatchService:
             poll = WatchPoll(self.store, parse_watch(keys, after, timeout_ms))
         except BadRequest as exc:
             return error(400, str(exc))
+        await self.store.load(poll.keys)  # a KeyStore: returns at once, no loop yield
         try:
             if self.purgatory.try_complete_else_watch(poll, poll.keys):
                 return self._answer(poll)  # already past ``after``: at once

@@ -24,6 +24,15 @@ alone. An event carries no value: it says "re-check the operations on K", and ea
 ``try_complete`` reads the state it waits for, so that state must be visible to every process
 (events are level-triggered: duplicates and coalesced events are harmless).
 
+A process that reads that state through a local cache (the truth in Redis or a database,
+a copy in memory for ``try_complete`` to read synchronously) gives the bridge a
+``refresh`` coroutine function: ``KeyEvents(purgatory, url, refresh=cache.refresh)``.
+The bridge awaits ``refresh(keys)`` before it checks the operations of those keys: before
+the ``check_and_complete`` of each received event (``[key]``) and before each chunk of a
+re-check (the watched keys of the chunk), so a check never reads a cache older than the
+event or the subscription that caused it. A ``refresh`` that raises is a failure of the
+subscription: the bridge reconnects and re-checks (refreshing) every watched key.
+
 The encoding (one channel, one message per key). Every bridge of a deployment subscribes to
 one channel (``channel``, default ``"purgatory:key-events"``; one per purgatory kind, e.g.
 ``"watch:keys"``), and a message is one key:
@@ -107,7 +116,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -124,6 +133,7 @@ __all__ = [
     "KeyEventStatistics",
     "KeyEvents",
     "KeyPublisher",
+    "Refresh",
     "Watchers",
     "decode_key",
     "encode_key",
@@ -182,6 +192,11 @@ def decode_key(data: bytes) -> Hashable:
             raise ValueError(f"topic-partition event without ':': {data[:40]!r}")
         return TopicPartition(topic.decode(), int(partition))
     raise ValueError(f"unknown key event tag {data[:1]!r}")
+
+
+#: ``KeyEvents(refresh=...)``: brings this process's view of the shared state up to date
+#: for some keys before their operations are checked (see :class:`KeyEvents`)
+Refresh = Callable[[Sequence[Hashable]], Awaitable[None]]
 
 
 class Watchers(Protocol):
@@ -531,6 +546,16 @@ class KeyEvents:
     ``health_check_ms`` is the silence after which the subscriber pings (and how long
     the pong may take), ``close_timeout_ms`` bounds the final send. ``redis_options``
     go to ``redis.asyncio.Redis.from_url`` (see :class:`KeyPublisher`).
+
+    ``refresh`` (a :data:`Refresh`: ``async def refresh(keys: Sequence[Hashable]) ->
+    None``), for a process whose operations read a local cache of shared state: awaited
+    with ``[key]`` before the ``check_and_complete`` of each received event, and with
+    each chunk of at most :data:`RECHECK_CHUNK` watched keys before that chunk is
+    re-checked. If it raises, the subscription is treated as failed (logged as an
+    outage; a non-network error with its traceback): the bridge reconnects and the
+    re-check refreshes every watched key again. Messages are not read while it runs.
+    It is not called by :meth:`publish`: the caller wrote the change, so its cache has
+    it already. None (the default): the operations read shared state directly.
     """
 
     def __init__(
@@ -545,6 +570,7 @@ class KeyEvents:
         health_check_ms: int = 5000,
         close_timeout_ms: int = 1000,
         redis_options: Mapping[str, Any] | None = None,
+        refresh: Refresh | None = None,
     ) -> None:
         _check_timing(health_check_ms=health_check_ms)
         self.publisher = KeyPublisher(
@@ -557,6 +583,7 @@ class KeyEvents:
             redis_options=redis_options,
         )
         self.purgatory = purgatory
+        self.refresh = refresh
         self.redis_url = redis_url
         self.channel = channel
         self.timeout_ms = timeout_ms
@@ -668,6 +695,20 @@ class KeyEvents:
     def _on_event(self, data: object) -> None:
         """One message: decode, then check_and_complete. O(len(data)) + the purgatory's walk
         (a dict lookup for a key this process does not watch)."""
+        key = self._decode(data)
+        if key is not None:
+            self._complete(key)
+
+    async def _on_event_refreshed(self, refresh: Refresh, data: object) -> None:
+        """One message with a ``refresh``: decode, refresh the key, check_and_complete."""
+        key = self._decode(data)
+        if key is not None:
+            await refresh([key])
+            self._complete(key)
+
+    def _decode(self, data: object) -> Hashable | None:
+        """The key of a message (counted in ``events``), or None (counted in ``malformed``,
+        logged the first time)."""
         try:
             if not isinstance(data, bytes):
                 raise ValueError(f"not bytes: {type(data).__name__}")
@@ -676,9 +717,9 @@ class KeyEvents:
             self._malformed += 1
             log = logger.warning if self._malformed == 1 else logger.debug
             log("key events on %r: dropped a message that is no key event (%s)", self.channel, exc)
-            return
+            return None
         self._events += 1
-        self._complete(key)
+        return key
 
     def _complete(self, key: Hashable) -> None:
         try:
@@ -690,12 +731,17 @@ class KeyEvents:
 
     async def _recheck(self) -> int:
         """check_and_complete on every watched key, yielding to the loop every
-        RECHECK_CHUNK keys. O(watched operations) in total."""
+        RECHECK_CHUNK keys, each chunk refreshed first (if ``refresh`` is given).
+        O(watched operations) in total, plus the refreshes."""
         keys = self.purgatory.watched_keys()
+        refresh = self.refresh
         for start in range(0, len(keys), RECHECK_CHUNK):
-            if start:
+            chunk = keys[start : start + RECHECK_CHUNK]
+            if refresh is not None:
+                await refresh(chunk)
+            elif start:
                 await asyncio.sleep(0)
-            for key in keys[start : start + RECHECK_CHUNK]:
+            for key in chunk:
                 self._complete(key)
         self._rechecked_keys += len(keys)
         return len(keys)
@@ -716,7 +762,10 @@ class KeyEvents:
             pinged = False
             kind = message["type"]
             if kind == "message":
-                self._on_event(message["data"])
+                if self.refresh is None:
+                    self._on_event(message["data"])
+                else:
+                    await self._on_event_refreshed(self.refresh, message["data"])
             elif kind == "subscribe":
                 # (re)subscribed: what was published before is re-checked, what is
                 # published from now on arrives as messages

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import AsyncIterator, Hashable, Iterator
+from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -287,6 +287,69 @@ async def test_a_second_os_process_is_woken_and_wakes_back(
                 assert await asyncio.to_thread(child.read_line, GUARD_S) == "published reply"
         assert child.proc.wait(timeout=GUARD_S) == 0, child.stderr()
         assert child.stderr() == ""
+
+
+class Cache:
+    """A process's cache of the shared state (``truth``): its operations read ``view``,
+    which only ``refresh`` brings up to date; ``refresh`` records its calls, and fails
+    once (as a lost connection to the store would) when ``fail_next`` is set."""
+
+    def __init__(self, truth: Shared) -> None:
+        self.truth = truth
+        self.view = Shared()
+        self.calls: list[list[Hashable]] = []
+        self.fail_next = False
+
+    async def refresh(self, keys: Sequence[Hashable]) -> None:
+        self.calls.append(list(keys))
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("the store went away")
+        await asyncio.sleep(0)  # a round trip to the store
+        self.view.ready.update(key for key in keys if key in self.truth.ready)
+
+
+@pytest.mark.asyncio
+async def test_refresh_runs_before_the_checks_of_an_event_and_of_a_recheck(
+    server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``refresh``, an operation reading a stale cache is still woken: by an event
+    (refreshed first), and, when the refresh of an event fails, by the re-check after
+    the reconnect (refreshed first too)."""
+    truth = Shared()
+    cache = Cache(truth)
+    async with (
+        Purg("a") as a,
+        Purg("b") as b,
+        KeyEvents(a, server.url, channel="test:keys", **FAST) as ea,
+        KeyEvents(b, server.url, channel="test:keys", refresh=cache.refresh, **FAST) as eb,
+    ):
+        async with asyncio.timeout(GUARD_S):
+            await ea.wait_subscribed()
+            await eb.wait_subscribed()
+        assert cache.calls == []  # nothing watched at the first re-check: nothing to refresh
+        op = WaitFor(cache.view, "k")
+        assert not b.try_complete_else_watch(op, ["k"])
+        truth.ready.add("k")
+        assert ea.publish("k") == 0  # nothing watches it in a
+        async with asyncio.timeout(GUARD_S):
+            assert await op == "done 'k'"
+        assert cache.calls == [["k"]]  # the event's key, refreshed before its check
+        # the refresh of the next event fails: an outage, then a refreshed re-check
+        later = WaitFor(cache.view, "j")
+        assert not b.try_complete_else_watch(later, ["j"])
+        truth.ready.add("j")
+        cache.fail_next = True
+        ea.publish("j")
+        async with asyncio.timeout(GUARD_S):
+            assert await later == "done 'j'"
+        assert cache.calls[1:] == [["j"], ["j"]]  # the failed one, then the re-check's
+        stats = eb.statistics()
+        assert stats.outages == 1 and stats.subscriptions == 2 and stats.rechecked_keys == 1
+        assert later.completions == 1 and not later.expired
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "subscription lost (ConnectionError: the store went away)" in warnings[0]
 
 
 # -- outages ---------------------------------------------------------------------------------
