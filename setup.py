@@ -8,18 +8,21 @@ and the modules a broker request runs through, compiled as they are but for the
 interpreter's dispatch and those attribute lookups), and the batch work of
 ``storage/segment.py`` and ``storage/records.py``, which reads headers, computes
 CRC-32C and stamps offsets in C (``storage/cbatch.pxd``); BENCHMARKS.md has the
-measurements. The build falls back to the pure-Python modules, with a warning, when:
+measurements.
 
-* ``PURGATORY_NO_EXTENSIONS`` is set (to anything but ``0`` or empty),
-* Cython is not importable (the build requirements pin it, so only outside an
-  isolated build), or
-* a module fails to compile (no C compiler, no Python headers).
+The build says what it built, and builds the pure-Python package only when asked:
+``PURGATORY_NO_EXTENSIONS`` set (to anything but ``0`` or empty) builds no extension
+(the wheel is then ``py3-none-any``). Otherwise a module that fails to compile (no C
+compiler, no Python headers) or a missing Cython (only outside an isolated build: the
+build requirements bring it) fails the build with one message that names that
+variable: a machine without a compiler never gets a pure build that looks compiled.
+Cython writes its C into ``build/cython/``, never beside the sources, so no generated
+file lands in the source tree or the sdist.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -63,15 +66,28 @@ def _no_extensions() -> bool:
     return os.environ.get("PURGATORY_NO_EXTENSIONS", "") not in ("", "0")
 
 
+#: where Cython writes the C it generates (out of the source tree and the sdist)
+CYTHON_BUILD_DIR = os.path.join("build", "cython")
+
+#: the end of every build failure's message: how to get the pure build instead
+ASK_FOR_PURE = (
+    "install a C compiler and Python's headers, or set PURGATORY_NO_EXTENSIONS=1 "
+    "to build the pure-Python package"
+)
+
+
+class BuildFailed(SystemExit):
+    """The compiled build failed and the pure one was not asked for."""
+
+
 def _extensions() -> list[Extension]:
     if _no_extensions():
-        print("purgatory: PURGATORY_NO_EXTENSIONS set, building the pure-Python core")
+        print("purgatory: PURGATORY_NO_EXTENSIONS set, building the pure-Python package")
         return []
     try:
         from Cython.Build import cythonize
     except ImportError:
-        print("purgatory: Cython not found, building the pure-Python core", file=sys.stderr)
-        return []
+        raise BuildFailed(f"purgatory: Cython is not installed; {ASK_FOR_PURE}") from None
     # -g0: no C debug info (Python's own flags ask for it): the generated C is large, and
     # without it every module compiles about a third faster and its .so is 8x smaller
     modules = [
@@ -79,37 +95,31 @@ def _extensions() -> list[Extension]:
         for name in COMPILED_MODULES
     ]
     return cythonize(  # type: ignore[no-untyped-call,no-any-return]
-        modules, compiler_directives=DIRECTIVES, quiet=True, nthreads=os.cpu_count() or 1
+        modules,
+        compiler_directives=DIRECTIVES,
+        quiet=True,
+        nthreads=os.cpu_count() or 1,
+        build_dir=CYTHON_BUILD_DIR,
     )
 
 
-class OptionalBuildExt(build_ext):  # type: ignore[misc]
-    """build_ext that leaves a module pure Python when compiling it fails, and compiles
-    the modules in parallel, one per CPU (unless ``--parallel`` says otherwise)."""
+class StrictBuildExt(build_ext):  # type: ignore[misc]
+    """build_ext that fails with one message naming ``PURGATORY_NO_EXTENSIONS`` when a
+    module does not compile, and compiles the modules in parallel, one per CPU (unless
+    ``--parallel`` says otherwise)."""
 
     def finalize_options(self) -> None:
         super().finalize_options()
         if getattr(self, "parallel", None) is None:  # build_ext's option, untyped
             self.parallel = os.cpu_count() or 1
 
-    def run(self) -> None:
-        try:
-            super().run()
-        except Exception as exc:  # noqa: BLE001 - any build failure means: pure Python
-            self._fall_back(exc)
-
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001 - as above, one module at a time
-            self._fall_back(exc, ext.name)
-
-    @staticmethod
-    def _fall_back(exc: Exception, name: str = "the modules") -> None:
-        print(
-            f"purgatory: could not compile {name} ({exc}); its pure-Python source is used",
-            file=sys.stderr,
-        )
+        except Exception as exc:  # any compile error: one clear message
+            raise BuildFailed(
+                f"purgatory: could not compile {ext.name} ({exc}); {ASK_FOR_PURE}"
+            ) from exc
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=_extensions(), cmdclass={"build_ext": StrictBuildExt})

@@ -166,21 +166,51 @@ def test_the_build_makes_no_extensions_when_told_not_to(
     monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
     script = _setup_script(monkeypatch)
     assert script["captured"]["ext_modules"] == []
-    assert "building the pure-Python core" in capsys.readouterr().out
+    assert "building the pure-Python package" in capsys.readouterr().out
 
 
-def test_a_module_that_does_not_compile_leaves_the_pure_core(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_module_that_does_not_compile_fails_the_build_naming_the_switch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """What a machine without a working C compiler gets: a warning, no failure."""
+    """What a machine without a working C compiler gets: a failed install whose one
+    message says how to ask for the pure build, never a pure build that looks compiled."""
     monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")  # no cythonize: only the class is needed
-    build_ext = _setup_script(monkeypatch)["OptionalBuildExt"]
+    script = _setup_script(monkeypatch)
     (tmp_path / "broken.c").write_text("this is not C;\n")
     monkeypatch.chdir(tmp_path)
     dist = Distribution({"ext_modules": [Extension("broken", ["broken.c"])]})
-    command = build_ext(dist)
+    command = script["StrictBuildExt"](dist)
     command.inplace = True
     command.ensure_finalized()
-    command.run()  # compiles broken.c, fails, and says so
-    assert "could not compile broken" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as failed:
+        command.run()  # compiles broken.c and fails
+    message = str(failed.value)
+    assert message.startswith("purgatory: could not compile broken")
+    assert "PURGATORY_NO_EXTENSIONS=1" in message and "\n" not in message
     assert not list(tmp_path.glob("broken*.so"))
+
+
+def test_a_build_without_cython_fails_unless_the_pure_build_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
+    monkeypatch.setitem(sys.modules, "Cython.Build", None)  # import fails
+    with pytest.raises(SystemExit, match=r"Cython is not installed.*PURGATORY_NO_EXTENSIONS=1"):
+        _setup_script(monkeypatch)
+
+
+def test_cython_writes_its_c_outside_the_source_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cythonize is asked to write every generated file under build/cython/."""
+    import Cython.Build
+
+    asked: dict[str, Any] = {}
+
+    def cythonize(modules: list[Extension], **options: Any) -> list[Extension]:
+        asked.update(options, modules=modules)
+        return []
+
+    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
+    monkeypatch.setattr(Cython.Build, "cythonize", cythonize)
+    script = _setup_script(monkeypatch)
+    assert asked["build_dir"] == script["CYTHON_BUILD_DIR"] == os.path.join("build", "cython")
+    assert {m.name for m in asked["modules"]} == set(script["COMPILED_MODULES"])
