@@ -2,28 +2,19 @@
 # replace, so the compiled timer reads the very values the pure one reads, without
 # a Python call. cimported by timer.pxd in place of the pure module's readers; the
 # timer uses them only on Linux, where the two facts below hold (timer.C_CLOCKS).
-from libc.stdint cimport int64_t
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
-
-
+#
+# The C is Linux's: built elsewhere (macOS, whose CPython reads another clock;
+# Windows, whose compiler has no <sys/time.h> and no clock_gettime), or with
+# PURGATORY_NO_POSIX_CLOCKS defined, it is a stub that includes no time header and
+# says so: monotonic_is_time is 0, so timer.C_CLOCKS is False and timer.py never
+# calls these functions (monotonic_ms() calls time.monotonic instead).
+# tests/core/test_build_portability.py compiles both sides.
+#
 # time.monotonic(): CPython on Linux reads clock_gettime(CLOCK_MONOTONIC) as
 # integer nanoseconds t and returns the double t / 1e9 (t exactly, as a double,
-# when t is a whole number of seconds). timer.monotonic_ms() is then
-# int(monotonic() * 1000).
-cdef inline double monotonic() noexcept nogil:
-    cdef timespec ts
-    cdef int64_t t
-    cdef volatile double d
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    t = <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
-    if t % 1000000000 == 0:
-        d = <double>(t // 1000000000)
-    else:
-        d = <double>t
-        d /= 1e9
-    return d
-
-
+# when t is a whole number of seconds: CPython's _PyTime_AsSecondsDouble, the
+# same lines). timer.monotonic_ms() is then int(monotonic() * 1000).
+#
 # uvloop's loop.time(): uvloop calls uv_update_time (libuv sets the loop's time to
 # uv__hrtime(UV_CLOCK_FAST) // 10**6, integer milliseconds) and returns
 # uv_now() / 1000. libuv's fast clock on Linux is CLOCK_MONOTONIC_COARSE when its
@@ -33,10 +24,29 @@ cdef inline double monotonic() noexcept nogil:
 # loop.time().
 cdef extern from *:
     """
+    #if defined(__linux__) && !defined(PURGATORY_NO_POSIX_CLOCKS)
+    #include <stdint.h>
     #include <time.h>
+    #define PURGATORY_C_CLOCKS 1
+
+    static CYTHON_INLINE double purgatory_monotonic(void) {
+        struct timespec ts;
+        int64_t t;
+        volatile double d;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (t % 1000000000 == 0) {
+            d = (double)(t / 1000000000);
+        } else {
+            d = (double)t;
+            d /= 1e9;
+        }
+        return d;
+    }
+
     static clockid_t purgatory_libuv_clock_id = (clockid_t)-1;
 
-    static long long purgatory_libuv_now_ms(void) {
+    static CYTHON_INLINE long long purgatory_libuv_now_ms(void) {
         struct timespec ts;
         if (purgatory_libuv_clock_id == (clockid_t)-1) {
             clockid_t id = CLOCK_MONOTONIC;
@@ -51,5 +61,14 @@ cdef extern from *:
         return (long long)(((unsigned long long)ts.tv_sec * 1000000000ULL
                             + (unsigned long long)ts.tv_nsec) / 1000000ULL);
     }
+    #else
+    /* no POSIX clocks here (or not CPython's): never called, see above */
+    #define PURGATORY_C_CLOCKS 0
+    static CYTHON_INLINE double purgatory_monotonic(void) { return -1.0; }
+    static CYTHON_INLINE long long purgatory_libuv_now_ms(void) { return -1; }
+    #endif
     """
+    # 1 where the functions below are the clocks, 0 where they are the stub
+    const bint monotonic_is_time "PURGATORY_C_CLOCKS"
+    double monotonic "purgatory_monotonic" () noexcept nogil
     long long libuv_now_ms "purgatory_libuv_now_ms" () noexcept nogil

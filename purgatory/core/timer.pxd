@@ -1,7 +1,7 @@
 # Declarations for compiling timer.py with Cython; see timer_list.pxd.
 cimport cython
 
-from .cmonotonic cimport libuv_now_ms, monotonic
+from .cmonotonic cimport libuv_now_ms, monotonic, monotonic_is_time
 from .delay_queue cimport DelayQueue
 from .timer_list cimport TaskCounter, TaskSink, TimerTask, TimerTaskList
 from .timing_wheel cimport TimingWheel

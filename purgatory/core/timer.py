@@ -79,7 +79,6 @@ from __future__ import annotations
 import logging
 import math
 import operator
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -97,6 +96,11 @@ except ImportError:  # the pure-Python core, with Cython not installed
 
 if not cython.compiled:  # the compiled core cimports these readers in C (cmonotonic.pxd)
     from time import monotonic
+
+    #: monotonic() returns time.monotonic()'s value: here it is time.monotonic; the
+    #: compiled core's is computed in C where built with the POSIX clocks (Linux), a
+    #: stub elsewhere (then 0, and monotonic_ms() calls time.monotonic)
+    monotonic_is_time = True
 
     def libuv_now_ms() -> int:
         """libuv's ``uv_now()`` refreshed: what uvloop's ``loop.time()`` returns, in
@@ -125,8 +129,9 @@ BUILD = "compiled" if COMPILED else "pure"
 #: True when the timer reads pinned clocks in C (``pin_clock``): the compiled core,
 #: on Linux, where CPython's ``time.monotonic`` and libuv's loop time are known
 #: reads of CLOCK_MONOTONIC (see cmonotonic.pxd); elsewhere CPython reads another
-#: clock (macOS: ``mach_absolute_time``), so the pinned reader is called instead.
-C_CLOCKS: bool = COMPILED and sys.platform.startswith("linux")
+#: clock (macOS: ``mach_absolute_time``), or the platform has no POSIX clocks
+#: (Windows), so cmonotonic.pxd compiles a stub and the pinned reader is called.
+C_CLOCKS: bool = COMPILED and bool(monotonic_is_time)
 # how a pinned clock is read (WheelTimer._c_clock): by calling the pinned reader,
 # or in C, as time.monotonic() or as a libuv loop's time()
 _CALL = 0
@@ -156,8 +161,11 @@ _MINUS_SHORT_MS = -_SHORT_MS
 def monotonic_ms() -> int:
     """``time.monotonic()`` in whole milliseconds (asyncio's loop clock, as
     :class:`purgatory.LoopClock` reads it). O(1); in the compiled core one
-    ``clock_gettime(CLOCK_MONOTONIC)``, computed to the same value, no Python call."""
-    return int(monotonic() * 1000)
+    ``clock_gettime(CLOCK_MONOTONIC)`` on Linux, computed to the same value, no Python
+    call."""
+    if monotonic_is_time:
+        return int(monotonic() * 1000)
+    return int(time.monotonic() * 1000)  # pragma: no cover - compiled, not on Linux
 
 
 def coerce_delay(delay: object) -> int:

@@ -6,8 +6,9 @@
 #
 # CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial and final value
 # 0xFFFFFFFF: the checksum of Kafka's batches). On x86-64 with SSE 4.2 (checked once, at
-# the first call) the CPU's crc32 instruction takes 8 bytes a step; elsewhere a table
-# does 8 bytes a step too ("slicing by 8": eight 256-entry tables, table k being the CRC
+# the first call) the CPU's crc32 instruction takes 8 bytes a step (built with GCC or
+# Clang; tests/core/test_build_portability.py compiles the C without it too); elsewhere
+# a table does 8 bytes a step too ("slicing by 8": eight 256-entry tables, table k the CRC
 # of a byte followed by k zero bytes, so the 8 bytes' contributions can be looked up
 # independently and XORed). Both give exactly the crc32c package's value, which
 # tests/broker/storage/test_cbatch.py checks on every span of random data, each path
@@ -67,7 +68,9 @@ cdef extern from *:
         return c;
     }
 
-    #if defined(__x86_64__) && defined(__GNUC__)
+    /* the CPU's instruction: GCC's and Clang's builtins, on x86-64; elsewhere (another
+       CPU, MSVC) or with PURGATORY_NO_CPU_CRC32C defined, the tables alone */
+    #if defined(__x86_64__) && defined(__GNUC__) && !defined(PURGATORY_NO_CPU_CRC32C)
     __attribute__((target("sse4.2")))
     static uint32_t purgatory_crc32c_sse42(uint32_t c, const unsigned char *p, size_t n) {
         uint64_t c64 = c;
