@@ -141,9 +141,11 @@ async def test_each_backend_is_the_one_it_claims(anyio_backend: object) -> None:
 async def test_expiry_and_early_completion() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
         early, late = MockOp(10_000, "early"), MockOp(20, "late")
+        # read before the operations are timed: the timer's clock may move between
+        # their add and a later read (uvloop's time is refreshed by every read)
+        start_ms = p.timer.clock.now_ms()
         p.try_complete_else_watch(early, ["k"])
         p.try_complete_else_watch(late, ["k"])
-        start_ms = p.timer.clock.now_ms()
 
         async def complete_soon() -> None:
             await anyio.sleep(0.01)
