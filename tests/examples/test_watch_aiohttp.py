@@ -52,19 +52,8 @@ async def http(served: Served) -> AsyncIterator[Client]:
         yield Client(session, served.port)
 
 
-@pytest.mark.asyncio
-async def test_a_put_wakes_a_poll(served: Served, http: Client) -> None:
-    await kit.check_a_put_wakes_a_poll(served, http)
-
-
-@pytest.mark.asyncio
-async def test_a_timeout_is_304(served: Served, http: Client) -> None:
-    await kit.check_a_timeout_is_304(served, http)
-
-
-@pytest.mark.asyncio
-async def test_several_keys(served: Served, http: Client) -> None:
-    await kit.check_several_keys(served, http)
+class TestRecipe(kit.RecipeTests):
+    """The checks both recipes pass (watch_kit.RecipeTests), on this one."""
 
 
 @pytest.mark.asyncio
@@ -74,33 +63,6 @@ async def test_bad_input_is_one_line(served: Served, http: Client) -> None:
         f"{http.base}/put/big", data=io.BytesIO(b"x" * (2 * 1024**2))
     ) as response:
         assert response.status == 413  # aiohttp's own limit, client_max_size
-
-
-@pytest.mark.asyncio
-async def test_the_lifecycle(served: Served, http: Client) -> None:
-    await kit.check_the_lifecycle(served, http)
-
-
-@pytest.mark.asyncio
-@pytest.mark.usefixtures("many_fds")
-async def test_a_disconnect_drops_its_operation(served: Served) -> None:
-    await kit.check_a_disconnect_drops_its_operation(served, 1)
-
-
-@pytest.mark.asyncio
-@pytest.mark.usefixtures("many_fds")
-async def test_a_thousand_aborted_polls_leave_nothing_behind(served: Served) -> None:
-    await kit.check_a_disconnect_drops_its_operation(served, 1000)
-
-
-@pytest.mark.asyncio
-async def test_shutdown_answers_every_pending_poll(served: Served) -> None:
-    await kit.check_shutdown_answers_every_pending_poll(served, 200)
-
-
-@pytest.mark.asyncio
-async def test_metrics_equal_the_statistics(served: Served, http: Client) -> None:
-    await kit.check_metrics_equal_the_statistics(served, http)
 
 
 @pytest.mark.asyncio

@@ -291,3 +291,43 @@ async def _get(port: int) -> bytes:
     writer.close()
     await writer.wait_closed()
     return data
+
+
+class RecipeTests:
+    """The tests both recipes pass, written once. A recipe's test module subclasses it
+    (``class TestRecipe(RecipeTests)``) beside its own ``served`` and ``http``
+    fixtures, which start that recipe's real server and client."""
+
+    @pytest.mark.asyncio
+    async def test_a_put_wakes_a_poll(self, served: Served, http: Http) -> None:
+        await check_a_put_wakes_a_poll(served, http)
+
+    @pytest.mark.asyncio
+    async def test_a_timeout_is_304(self, served: Served, http: Http) -> None:
+        await check_a_timeout_is_304(served, http)
+
+    @pytest.mark.asyncio
+    async def test_several_keys(self, served: Served, http: Http) -> None:
+        await check_several_keys(served, http)
+
+    @pytest.mark.asyncio
+    async def test_the_lifecycle(self, served: Served, http: Http) -> None:
+        await check_the_lifecycle(served, http)
+
+    @pytest.mark.asyncio
+    @pytest.mark.usefixtures("many_fds")
+    async def test_a_disconnect_drops_its_operation(self, served: Served) -> None:
+        await check_a_disconnect_drops_its_operation(served, 1)
+
+    @pytest.mark.asyncio
+    @pytest.mark.usefixtures("many_fds")
+    async def test_a_thousand_aborted_polls_leave_nothing_behind(self, served: Served) -> None:
+        await check_a_disconnect_drops_its_operation(served, 1000)
+
+    @pytest.mark.asyncio
+    async def test_shutdown_answers_every_pending_poll(self, served: Served) -> None:
+        await check_shutdown_answers_every_pending_poll(served, 200)
+
+    @pytest.mark.asyncio
+    async def test_metrics_equal_the_statistics(self, served: Served, http: Http) -> None:
+        await check_metrics_equal_the_statistics(served, http)
