@@ -10,6 +10,11 @@ the wait, the wake-up, the task's end), the best of ``--rounds``:
 * ``tasks``: the tasks alone, waiting for nothing (every variant pays this);
 * ``floor``: the loop's own minimum: each task awaits a bare future, the
   driver resolves it (woken) or a ``loop.call_later`` handle does (expired);
+  woken, it has no timeout at all (nothing is scheduled or unscheduled);
+* ``floor+timer``: the loop's minimum for a wait *with a timeout*: the same
+  future plus a ``loop.call_later`` handle that would resolve it, which the task
+  cancels once woken (what ``asyncio.timeout`` does, without its context
+  manager); expired, the same as ``floor``;
 * ``purgatory``: a ``DelayedOperation`` watched under one key of 1,000;
   ``await op``; the driver's ``check_and_complete(key)`` wakes it, or the
   timing wheel expires it (tick 1 ms);
@@ -71,6 +76,24 @@ async def floor(waits: int, woken: bool) -> None:
         if not woken:
             loop.call_later(EXPIRED_TIMEOUT_MS / 1000, fut.set_result, None)
         await fut
+
+    tasks = [loop.create_task(one(f)) for f in futures]
+    await asyncio.sleep(0)
+    if woken:
+        for fut in futures:
+            fut.set_result(None)
+    await asyncio.gather(*tasks)
+
+
+async def floor_timer(waits: int, woken: bool) -> None:
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(waits)]
+    timeout_s = (WOKEN_TIMEOUT_MS if woken else EXPIRED_TIMEOUT_MS) / 1000
+
+    async def one(fut: asyncio.Future[None]) -> None:
+        handle = loop.call_later(timeout_s, fut.set_result, None)
+        await fut
+        handle.cancel()
 
     tasks = [loop.create_task(one(f)) for f in futures]
     await asyncio.sleep(0)
@@ -177,6 +200,7 @@ async def anyio_fail_after(waits: int, woken: bool) -> None:
 VARIANTS: dict[str, Run] = {
     "tasks": bare_tasks,
     "floor": floor,
+    "floor+timer": floor_timer,
     "unawaited": purgatory_unawaited,
     "purgatory": purgatory,
     "event+timeout": event_timeout,
@@ -216,11 +240,13 @@ def main() -> None:
             mode = "woken" if woken else "expired"
             cells = " ".join(f"{row[n]:14.2f}" for n in VARIANTS)
             ratio = row["purgatory"] / row["floor"]
+            timed = row["purgatory"] / row["floor+timer"]
             vs_event = row["event+timeout"] / row["purgatory"]
             awaiting = row["purgatory"] - row["unawaited"]
             bare = row["floor"] - row["tasks"]
             print(
-                f"{loop_name:8} {mode:8} {cells}  {ratio:5.2f}x; event+timeout/purgatory "
+                f"{loop_name:8} {mode:8} {cells}  {ratio:5.2f}x; /floor+timer {timed:.2f}x; "
+                f"event+timeout/purgatory "
                 f"{vs_event:.2f}x; an await {awaiting:.2f} vs a bare future's {bare:.2f}"
             )
 

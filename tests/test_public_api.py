@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pydoc
 from pathlib import Path
 from types import ModuleType
 
@@ -92,6 +93,25 @@ def test_constructors_show_their_real_signature_on_either_build(name: str) -> No
     ``inspect.signature`` (so ``help()`` and IDEs that ask the runtime) still gives the
     real parameters, the same on both builds."""
     assert str(inspect.signature(getattr(purgatory, name))) == SIGNATURES[name]
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_help_lists_the_real_init_on_either_build(name: str) -> None:
+    """``help()`` lists ``__init__`` among the methods, and in the compiled core that
+    is a slot wrapper: it showed ``__init__(self, /, *args, **kwargs)`` there. Now
+    it shows the constructor's parameters on both builds (without their annotations
+    in the compiled core)."""
+    cls = getattr(purgatory, name)
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    [line] = [ln.strip(" |") for ln in text.splitlines() if ln.strip(" |").startswith("__init__(")]
+    shown = ast.parse(f"def {line.rstrip()}: pass").body[0]
+    assert isinstance(shown, ast.FunctionDef)
+    params = inspect.signature(cls).parameters.values()
+    want = [(p.name, p.kind == p.KEYWORD_ONLY) for p in params]
+    args = shown.args
+    got = [(a.arg, False) for a in args.args if a.arg != "self"]
+    got += [(a.arg, True) for a in args.kwonlyargs]
+    assert got == want, line
 
 
 def test_a_subclass_with_its_own_init_shows_that_init() -> None:

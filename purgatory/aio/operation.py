@@ -31,7 +31,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..core.operation import Operation, Waiter
-from .backends import await_operation
+from . import backends  # noqa: F401 - sets the core's await hooks
 
 __all__ = ["DelayedOperation"]
 
@@ -68,7 +68,3 @@ class DelayedOperation(Operation, Generic[T]):
             """Wait for the outcome: on_complete's value, or its exception, or
             OperationCancelledError. Needs a running asyncio loop or trio run while
             pending (see the module doc for cancellation)."""
-
-    else:
-        # the backends' function itself, bound as a method: no frame of ours per await
-        __await__ = await_operation

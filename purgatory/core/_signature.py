@@ -11,6 +11,15 @@ whose ``__init__`` is such a slot wrapper (the compiled core's classes and the
 Python subclasses that add no ``__init__``); for a class with an ``__init__`` of
 Python code (every class of the pure core, a user's subclass with its own
 ``__init__``) it answers None and inspect reads that ``__init__`` itself.
+
+``help()`` also lists ``__init__`` itself, under the methods: in the compiled core
+that is the slot wrapper, shown as ``__init__(self, /, *args, **kwargs)`` unless
+``__init__`` has a docstring, which Cython gives the wrapper; a docstring that
+starts with a text signature (``__init__(self, delay_ms)``, a line ``--`` and a
+blank line, CPython's own format for builtins) gives the wrapper that signature
+(without annotations: a text signature cannot carry them). :func:`init_doc`
+takes that header off again in the pure core, where ``__init__`` is a function
+whose real signature help() shows anyway.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ import re
 from types import FunctionType
 from typing import Any
 
-__all__ = ["InitSignature"]
+__all__ = ["InitSignature", "init_doc"]
+
+_TEXT_SIGNATURE_END = ")\n--\n\n"
 
 _POSITIONAL = inspect.Parameter.POSITIONAL_ONLY
 _EITHER = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -41,6 +52,17 @@ class InitSignature:
             if "__init__" in vars(cls):
                 return _from_docstring(cls)
         return None  # pragma: no cover - object defines __init__
+
+
+def init_doc(cls: type) -> None:
+    """Take the text signature off ``cls.__init__``'s docstring where ``__init__`` is
+    a Python function (the pure core); the compiled core's slot wrapper reads it
+    (see the module doc). O(docstring)."""
+    init = vars(cls)["__init__"]
+    if isinstance(init, FunctionType) and init.__doc__:
+        head, end, rest = init.__doc__.partition(_TEXT_SIGNATURE_END)
+        if end and head.startswith("__init__("):
+            init.__doc__ = rest
 
 
 def vars_init(owner: type) -> object:

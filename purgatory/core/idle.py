@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._signature import InitSignature
+from ._signature import InitSignature, init_doc
 from .timer import Timer, WheelTimer
 from .timer_list import TimerTask
 
@@ -107,6 +107,7 @@ class _Tracker:
     __signature__ = InitSignature()
 
     def __init__(self, timeout_ms: int, on_idle: Callable[[Any], object], *, timer: Timer) -> None:
+        "__init__(self, timeout_ms, on_idle, *, timer)\n--\n\nA tracker of no keys yet."
         if type(timeout_ms) is not int or timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be a positive int, not {timeout_ms!r}")
         if not callable(on_idle):
@@ -235,6 +236,9 @@ class _Tracker:
             f"<IdleTracker timeout_ms={self._timeout_ms} tracked={len(self._tasks)} "
             f"reaped={self._reaped} rearmed={self._rearmed} timer={self._timer.name!r}>"
         )
+
+
+init_doc(_Tracker)  # the text signature is for the compiled core only
 
 
 class IdleTracker(_Tracker, Generic[K]):

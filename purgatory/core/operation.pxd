@@ -22,6 +22,7 @@ cdef class Operation(TimerTask):
     cdef public Py_ssize_t _nkeys
     cdef public object _outcome
     cdef public object _error
+    cdef public object _waiter
     cdef public list _waiters
     cdef public Py_ssize_t _prune_at
     cdef public CompletionListener _purgatory

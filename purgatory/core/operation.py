@@ -41,8 +41,11 @@ Waiters. Whoever wants the outcome registers a *waiter* (:class:`Waiter`:
 :meth:`Operation.remove_waiter` if it stops waiting. When the operation settles
 (completed, or cancelled by the purgatory) every waiter not yet done gets the
 outcome or the error, once. Waiting is lazy: an operation nobody waits for never
-allocates a waiter list. The async shell (:mod:`purgatory.aio.operation`) makes
+allocates a waiter. The async shell (:mod:`purgatory.aio.operation`) makes
 one waiter per ``await``, so cancelling one awaiting task ends only that wait.
+``Operation.__await__`` is here, so that the compiled core runs it in C, through
+two hooks the async shell sets on import (:mod:`purgatory.aio.backends`): this
+module imports no event loop.
 
 An operation never given to a purgatory can be awaited too: nothing watches or
 times it, so it completes only when someone calls ``force_complete()`` (its
@@ -64,9 +67,11 @@ bookkeeping (:mod:`.purgatory`; the two classes are one unit, as Kafka's
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Generator
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
+from ._signature import init_doc
 from .errors import OperationCancelledError
 from .timer_list import TimerTask
 
@@ -85,7 +90,7 @@ if not cython.compiled:  # the compiled core cimports CPython's own (operation.p
         """Hand ``obj`` back to the cyclic garbage collector (compiled core only)."""
 
 
-__all__ = ["CompletionListener", "Operation", "Outcome", "Waiter"]
+__all__ = ["CompletionListener", "Operation", "Outcome", "Waiter", "set_await_hooks"]
 
 T_contra = TypeVar("T_contra", contravariant=True)
 
@@ -127,6 +132,37 @@ _FIRST_PRUNE = 8
 _OUTCOMES = (Outcome.PENDING, Outcome.COMPLETED, Outcome.CANCELLED, Outcome.EXPIRED)
 
 
+def _no_loop() -> None:
+    return None
+
+
+def _not_awaitable(op: Operation) -> Generator[Any, None, Any]:
+    raise TypeError(f"awaiting {op!r} needs purgatory.aio (import purgatory)")
+
+
+# ``await op``'s two hooks (see set_await_hooks): the running asyncio loop or None, and
+# every other wait (a done operation, trio)
+_running_loop: Callable[[], Any] = _no_loop
+_await_otherwise: Callable[[Operation], Generator[Any, None, Any]] = _not_awaitable
+
+
+def set_await_hooks(
+    running_loop: Callable[[], Any],
+    otherwise: Callable[[Operation], Generator[Any, None, Any]],
+) -> None:
+    """How ``await op`` reaches an event loop, which this module does not import. O(1).
+
+    ``running_loop()`` returns the running asyncio loop or None; a pending operation
+    awaited under a loop waits on one future of it. ``otherwise(op)`` is every other
+    wait: a done operation, or another library (trio). The async shell
+    (:mod:`purgatory.aio.backends`) sets both when it is imported; before that, awaiting
+    an operation raises ``TypeError``.
+    """
+    global _running_loop, _await_otherwise
+    _running_loop = running_loop
+    _await_otherwise = otherwise
+
+
 class CompletionListener:
     """What an operation tells of its completion: the purgatory watching it.
 
@@ -162,6 +198,7 @@ class Operation(TimerTask):
         "_nkeys",
         "_outcome",
         "_error",
+        "_waiter",
         "_waiters",
         "_prune_at",
         "_purgatory",
@@ -169,13 +206,18 @@ class Operation(TimerTask):
     )
 
     def __init__(self, delay_ms: int) -> None:
+        "__init__(self, delay_ms)\n--\n\nAn operation that times out ``delay_ms`` once watched."
         self.delay_ms = delay_ms  # TimerTask.__init__, inlined: one frame less per operation
         self._list = None
         # invariant: moves once, from PENDING to COMPLETED, EXPIRED or CANCELLED
         self._state = _PENDING
         self._outcome: Any = None  # on_complete's value, once COMPLETED
         self._error: BaseException | None = None  # what awaiters raise instead
-        # invariant: None until first awaited while pending; emptied on settling
+        # invariant: both None until first awaited while pending, and again once
+        # settled; at most one is not None: _waiter holds the only waiter (most
+        # awaited operations have one: no list allocated), _waiters the list once a
+        # second one comes
+        self._waiter: Waiter[Any] | None = None
         self._waiters: list[Waiter[Any]] | None = None
         # (_prune_at: set with the waiter list; it is pruned of done waiters when
         # it grows this long, see add_waiter)
@@ -226,7 +268,7 @@ class Operation(TimerTask):
             self._settle()
             raise
         self._outcome = outcome
-        if self._waiters is not None:  # nobody awaits most operations
+        if self._waiter is not None or self._waiters is not None:  # most: nobody awaits
             self._settle()
         return True
 
@@ -271,11 +313,20 @@ class Operation(TimerTask):
         return True
 
     def _settle(self) -> None:
+        error = self._error
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():  # else its awaiter was cancelled
+                if error is not None:
+                    waiter.set_exception(error)
+                else:
+                    waiter.set_result(self._outcome)
+            return
         waiters = self._waiters
         if waiters is None:
             return
         self._waiters = None
-        error = self._error
         for fut in waiters:
             if fut.done():  # its awaiter was cancelled
                 continue
@@ -322,6 +373,21 @@ class Operation(TimerTask):
             raise self._error
         return self._outcome
 
+    def __await__(self) -> Generator[Any, None, Any]:
+        """Wait for the outcome (see :mod:`purgatory.aio.operation`). O(1).
+
+        Pending, on asyncio: one future from the running loop, registered as the
+        waiter, whose own iterator the task then runs (no frame of ours stays
+        between them); otherwise the async shell's hook.
+        """
+        if self._state == _PENDING:
+            loop = _running_loop()
+            if loop is not None:
+                fut = loop.create_future()
+                self.add_waiter(fut)
+                return fut.__await__()  # type: ignore[no-any-return]
+        return _await_otherwise(self)
+
     def add_waiter(self, waiter: Waiter[Any]) -> None:
         """Register ``waiter`` for the outcome of a pending operation. O(1) amortised.
 
@@ -336,7 +402,12 @@ class Operation(TimerTask):
             raise RuntimeError("the operation is done: read its result")
         waiters = self._waiters
         if waiters is None:
-            self._waiters = [waiter]
+            first = self._waiter
+            if first is None:
+                self._waiter = waiter  # the only one: no list
+                return
+            self._waiter = None
+            self._waiters = [first, waiter]
             self._prune_at = _FIRST_PRUNE
             return
         if len(waiters) >= self._prune_at:
@@ -347,6 +418,10 @@ class Operation(TimerTask):
     def remove_waiter(self, waiter: Waiter[Any]) -> None:
         """Forget ``waiter`` (its party stopped waiting); no-op once settled or if
         unknown. O(waiters)."""
+        first = self._waiter
+        if first is not None and (first is waiter or first == waiter):
+            self._waiter = None
+            return
         waiters = self._waiters
         if waiters is not None and waiter in waiters:
             waiters.remove(waiter)
@@ -354,3 +429,6 @@ class Operation(TimerTask):
     def __repr__(self) -> str:
         state = _OUTCOMES[self._state].name.lower()
         return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+
+
+init_doc(Operation)  # the text signature is for the compiled core only

@@ -438,7 +438,8 @@ class WheelTimer(TaskSink):
         finally:
             self._errors = None
             self._poll_now_ms = None
-        raise_collected(f"{len(errors)} timer tasks of {self.name!r} failed", errors)
+        if errors:  # the message is built only then
+            raise_collected(f"{len(errors)} timer tasks of {self.name!r} failed", errors)
         return ran
 
     def _keep_due(self, interrupted: TimerTaskList) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ._signature import InitSignature
+from ._signature import InitSignature, init_doc
 
 __all__ = ["TaskCounter", "TaskSink", "TimerTask", "TimerTaskList"]
 
@@ -78,6 +78,7 @@ class TimerTask(_Link):
     expiration_ms: int
 
     def __init__(self, delay_ms: int) -> None:
+        "__init__(self, delay_ms)\n--\n\nA task to run ``delay_ms`` after it is added to a timer."
         self.delay_ms = delay_ms
         self._list = None
 
@@ -118,6 +119,9 @@ class TimerTask(_Link):
     def __repr__(self) -> str:
         state = f"due at {self.expiration_ms}" if self._list is not None else "idle"
         return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+
+
+init_doc(TimerTask)  # the text signature is for the compiled core only
 
 
 class TaskSink:

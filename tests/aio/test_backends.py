@@ -176,7 +176,7 @@ async def test_many_awaiters_get_the_one_outcome() -> None:
             op.completable = True
             assert p.check_and_complete("k") == 1
         assert got == ["op:done"] * 5
-        assert op.completions == 1 and op._waiters is None
+        assert op.completions == 1 and op._waiters is None and op._waiter is None
         p._check_invariants()
 
 
@@ -288,12 +288,13 @@ async def test_cancelled_awaiters_do_not_pile_up_on_a_long_wait() -> None:
             assert op._waiters is not None and len(op._waiters) <= 2 * 1 + 8
             op.completable = True
             assert p.check_and_complete("k") == 1
-        assert got == ["op:done"] and op._waiters is None
+        assert got == ["op:done"] and op._waiters is None and op._waiter is None
 
 
 def live_waiters(op: MockOp) -> int:
     """Waiters of ``op`` still waiting (a cancelled awaiter may leave a done one)."""
-    return sum(not w.done() for w in op._waiters or ())
+    waiters = op._waiters or ([] if op._waiter is None else [op._waiter])
+    return sum(not w.done() for w in waiters)
 
 
 async def test_cancel_for_key_fails_awaiters() -> None:
