@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 USER_MODULE = """\
-from purgatory import DelayedOperation, DelayedOperationPurgatory, Outcome
+from purgatory import DelayedOperation, DelayedOperationPurgatory, Outcome, SystemTimer
 
 
 class Poll(DelayedOperation[int]):  # no on_expiration: an optional hook
@@ -43,6 +43,11 @@ async def handler(purgatory: DelayedOperationPurgatory[Poll]) -> int:
             return 0
         return value
     return poll.result()
+
+
+async def serve() -> int:  # a return inside the block: __aexit__ swallows nothing
+    async with SystemTimer("t") as timer, DelayedOperationPurgatory[Poll]("p", timer=timer) as p:
+        return await handler(p)
 """
 
 

@@ -158,17 +158,17 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        """:meth:`close`, then release the reaper; the block's exception goes on as itself."""
+    ) -> None:
+        """:meth:`close`, then release the reaper; the block's exception goes on as itself
+        (nothing is swallowed, so a type checker sees a ``return`` inside the block as
+        final)."""
         self._call_soon_threadsafe = None
         owned, self._reaper = self._reaper, None
-        suppress = False
         try:
             self.shutdown()
         finally:
             if owned is not None:
-                suppress = await self.timer.stop_reaper(exc_type, exc, tb)
-        return suppress
+                await self.timer.stop_reaper(exc_type, exc, tb)
 
     async def close(self) -> None:
         """Cancel every pending operation (awaiters raise PurgatoryClosedError) and

@@ -129,9 +129,10 @@ class SystemTimer(WheelTimer):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        """:meth:`stop_reaper`; the block's exception goes on as itself."""
-        return await self.stop_reaper(exc_type, exc, tb)
+    ) -> None:
+        """:meth:`stop_reaper`; the block's exception goes on as itself (nothing is
+        swallowed, so a type checker sees a ``return`` inside the block as final)."""
+        await self.stop_reaper(exc_type, exc, tb)
 
     async def advance_clock(self, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms`` for a bucket to expire, then process every expired
