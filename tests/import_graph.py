@@ -9,6 +9,7 @@ Every ``import`` counts, at module level or inside a function, except those unde
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -132,3 +133,20 @@ def client_imports(folders: list[Path], package: str) -> Iterator[tuple[Path, st
                 ):
                     for alias in node.names:
                         yield path, node.module or "", alias.name
+
+
+def check_public_import(
+    where: str, module: str, name: str | None, modules: set[str] | dict[str, set[str]]
+) -> None:
+    """``where`` imports ``module`` (and ``name`` from it) through the public API: no
+    private module on the way, and ``name`` a public submodule (one of ``modules``)
+    or in the module's ``__all__``."""
+    private = [part for part in module.split(".") if part.startswith("_")]
+    assert not private, f"{where} imports the private module {module}"
+    if name is None:
+        return
+    if f"{module}.{name}" in modules:
+        assert not name.startswith("_"), f"{where} imports the private module {module}.{name}"
+        return
+    exported = getattr(importlib.import_module(module), "__all__", None)
+    assert exported is not None and name in exported, f"{where}: {module}.{name} is not public"

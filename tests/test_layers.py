@@ -24,13 +24,12 @@ counts, at module level or inside a function, except those under
 from __future__ import annotations
 
 import ast
-import importlib
 import sys
 from pathlib import Path
 
 import pytest
 
-from .import_graph import client_imports, cycles, graph
+from .import_graph import check_public_import, client_imports, cycles, graph
 
 ROOT = Path(__file__).resolve().parents[1] / "purgatory"
 LOOPS = {"asyncio", "trio", "anyio", "uvloop", "outcome", "sniffio"}
@@ -131,17 +130,7 @@ def test_the_examples_and_benchmarks_are_seen() -> None:
 def test_examples_and_benchmarks_use_public_apis_only(
     path: Path, module: str, name: str | None
 ) -> None:
-    private = [part for part in module.split(".") if part.startswith("_")]
-    assert not private, f"{path.name} imports the private module {module}"
-    if name is None:
-        return
-    imported = importlib.import_module(module)
-    submodule = f"{module}.{name}"
-    if submodule in GRAPH:
-        assert not name.startswith("_"), f"{path.name} imports the private module {submodule}"
-        return
-    exported = getattr(imported, "__all__", None)
-    assert exported is not None and name in exported, f"{path.name}: {module}.{name} is not public"
+    check_public_import(path.name, module, name, GRAPH)
 
 
 def test_no_import_cycles() -> None:

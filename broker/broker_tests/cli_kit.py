@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-#: The repository root: programs run with it as their working directory, so
-#: ``python -m purgatory_broker.wire`` and ``python broker/examples/simulate.py`` work.
+#: The application's folder (broker/): programs run with it as their working directory, so
+#: ``python -m purgatory_broker.wire`` and the scripts of its examples/ work.
 ROOT = Path(__file__).resolve().parents[1]
 
 

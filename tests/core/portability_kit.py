@@ -17,11 +17,14 @@ only, as it is or with :data:`ELSEWHERE` (``__linux__`` undefined,
 ``<time.h>`` and ``<sys/time.h>`` that stop the compile if the module's own code
 includes them (Python.h still may: it needs them on every platform), and returns
 the module's own lines of the preprocessed output, to search for what must not be
-left: :data:`POSIX_CLOCKS`, :data:`CPU_CRC`.
+left: :data:`POSIX_CLOCKS`, :data:`CPU_CRC`. :class:`PlatformCChecks` holds the
+tests; each suite subclasses it with its package's paths.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import platform
 import re
 import runpy
 import shutil
@@ -29,8 +32,9 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import setuptools
@@ -81,7 +85,7 @@ def _cimported(root: Path, pxd: Path) -> set[Path]:
     return seen
 
 
-def platform_modules(root: Path, modules: list[str], platform_pxd: set[str]) -> list[str]:
+def platform_modules(root: Path, modules: list[str], platform_pxd: frozenset[str]) -> list[str]:
     """The ``modules`` (under ``root``) whose .pxd cimports one of ``platform_pxd``."""
     return sorted(
         name
@@ -91,7 +95,9 @@ def platform_modules(root: Path, modules: list[str], platform_pxd: set[str]) -> 
     )
 
 
-def other_pxd_files_hold_no_platform_c(root: Path, package: str, platform_pxd: set[str]) -> None:
+def other_pxd_files_hold_no_platform_c(
+    root: Path, package: str, platform_pxd: frozenset[str]
+) -> None:
     """No .pxd but ``platform_pxd`` cimports POSIX declarations or writes C of its own."""
     for pxd in sorted(root.joinpath(package).rglob("*.pxd")):
         if pxd.relative_to(root).as_posix() in platform_pxd:
@@ -141,3 +147,55 @@ def compile_lines(c_file: Path, *flags: str) -> Iterator[str]:
             ours = Path(marker.group(1)).name == c_file.name
         elif ours:
             yield LITERAL.sub('""', line)  # not docstrings: code
+
+
+class PlatformCChecks:
+    """The tests, for a subclass (``Test...``) that names its project: its folder
+    (``ROOT``, with ``setup.py``), its package and its guarded .pxd files; ``EXPECTED``
+    is a module that must be among those checked (so the search finds them)."""
+
+    ROOT: ClassVar[Path]
+    PACKAGE: ClassVar[str]
+    PLATFORM_PXD: ClassVar[frozenset[str]]
+    EXPECTED: ClassVar[str]
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def generated(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+        """Each compiled module with platform C, as Cython writes it for setup.py."""
+        script = setup_script(cls.ROOT / "setup.py")
+        if importlib.util.find_spec("Cython") is None:
+            pytest.fail("Cython is not installed (it is in the dev extra)")
+        modules = platform_modules(cls.ROOT, script["COMPILED_MODULES"], cls.PLATFORM_PXD)
+        assert cls.EXPECTED in modules, modules
+        out = tmp_path_factory.mktemp("cython")
+        with ThreadPoolExecutor() as pool:
+            files = pool.map(
+                lambda name: cythonize(cls.ROOT, name, script["DIRECTIVES"], out), modules
+            )
+            return dict(zip(modules, files, strict=True))
+
+    def test_the_platform_c_lives_in_the_guarded_pxd_files_only(self) -> None:
+        other_pxd_files_hold_no_platform_c(self.ROOT, self.PACKAGE, self.PLATFORM_PXD)
+
+    def test_the_c_compiles_as_it_is(self, generated: dict[str, Path]) -> None:
+        """On Linux the clocks are read in C; with GCC or Clang on x86-64 the CRC uses
+        the CPU's instruction where it has it."""
+        for name, c_file in generated.items():
+            code = "\n".join(compile_lines(c_file))
+            uses_clocks = "purgatory_libuv_now_ms" in code
+            assert uses_clocks or "purgatory_crc32c" in code, f"no platform C in {name}"
+            if uses_clocks and sys.platform.startswith("linux"):
+                assert POSIX_CLOCKS.search(code), f"{name}: Linux does not read the C clock"
+            if "purgatory_crc32c" in code and platform.machine().lower() in ("x86_64", "amd64"):
+                assert CPU_CRC.search(code), f"{name}: x86-64 does not use the CRC instruction"
+
+    def test_the_c_compiles_without_the_platform(
+        self, generated: dict[str, Path], tmp_path: Path
+    ) -> None:
+        hidden = hidden_headers(tmp_path)
+        for name, c_file in generated.items():
+            code = "\n".join(compile_lines(c_file, *ELSEWHERE, "-I", str(hidden)))
+            for forbidden in (POSIX_CLOCKS, CPU_CRC):
+                found = sorted({m.group(0) for m in forbidden.finditer(code)})
+                assert not found, f"{name} still uses {found} without the platform"

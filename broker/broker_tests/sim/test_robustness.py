@@ -22,7 +22,7 @@ from broker_tests.cli_kit import ROOT, assert_one_line_error, run_cli
 from broker_tests.sim.test_simulation import tiny
 from purgatory.core import exact_quantile
 
-SIMULATE = "broker/examples/simulate.py"
+SIMULATE = "examples/simulate.py"  # run from the application's folder, broker/
 HANG_GUARD_S = 60.0  # what must end fails only if it has not by then: no timing claim
 SMALL = ["--partitions", "2", "--no-progress"]
 

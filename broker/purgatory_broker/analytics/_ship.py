@@ -1,14 +1,15 @@
 """Shipping the pipeline's own code to executors that have never seen the project.
 
 On a cluster, Python tasks (the sweep's configurations) are unpickled on
-executors, which must import ``purgatory`` (and the task's module) there. The
-workers are not expected to have the project installed: :func:`ship` zips the
-``purgatory`` package the driver imported (its ``.py`` files and ``py.typed``;
+executors, which must import ``purgatory_broker`` and the library it builds on,
+``purgatory`` (and the task's module), there. The workers are not expected to have
+the project installed: :func:`ship` zips each package the driver imported (its
+``.py`` files and ``py.typed``;
 compiled extensions are left out, since Python cannot import them from a zip
 and the worker's interpreter may differ: the pure-Python core is used there)
 and adds the zip with ``SparkContext.addPyFile``, which puts it on every
 executor's ``sys.path`` before any task runs. A sweep task whose module lives
-outside ``purgatory`` is shipped the same way: a top-level module as its file,
+outside both is shipped the same way: a top-level module as its file,
 a module inside a package as a zip of its top-level package.
 
 The zip is built once per content (named by a hash of the files' paths and
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["module_archive", "package_archive", "ship"]
 
 _SUFFIXES = (".py", ".typed")
+#: the packages every sweep needs on the executors: the application and the library
+_SHIPPED = ("purgatory", "purgatory_broker")
 
 
 def _package_files(root: Path) -> list[Path]:
@@ -73,9 +76,9 @@ def package_archive(package_dir: Path) -> Path:
 def module_archive(module_name: str) -> Path | None:
     """What makes ``module_name`` importable elsewhere: its file for a top-level
     module, a zip of its top-level package otherwise; None when it is part of
-    ``purgatory`` (shipped anyway), built in, or not found."""
+    a package shipped anyway, built in, or not found."""
     top = module_name.partition(".")[0]
-    if top == "purgatory":
+    if top in _SHIPPED:
         return None
     spec = importlib.util.find_spec(top)
     if spec is None or spec.origin in (None, "built-in", "frozen"):
@@ -87,7 +90,8 @@ def module_archive(module_name: str) -> Path | None:
 
 
 def ship(sc: SparkContext, task_module: str | None = None) -> list[Path]:
-    """Add ``purgatory`` (and ``task_module``'s code) to the executors' path.
+    """Add ``purgatory`` and ``purgatory_broker`` (and ``task_module``'s code) to the
+    executors' path.
 
     Does nothing in local mode. Returns what was added.
     """
@@ -96,8 +100,12 @@ def ship(sc: SparkContext, task_module: str | None = None) -> list[Path]:
     if is_local_master(sc.master or ""):
         return []
     import purgatory
+    import purgatory_broker
 
-    shipped = [package_archive(Path(purgatory.__file__).parent)]
+    shipped = [
+        package_archive(Path(package.__file__ or "").parent)
+        for package in (purgatory, purgatory_broker)
+    ]
     if task_module is not None:
         extra = module_archive(task_module)
         if extra is not None:
