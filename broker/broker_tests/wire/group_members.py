@@ -8,7 +8,7 @@ consumed). ``assigned`` is its current assignment as the client reports it.
 ``close()`` stops the thread and closes the consumer, which leaves the group
 (LeaveGroup).
 
-Run as a program (``python -m tests.purgatory_broker.wire.group_members
+Run as a program (``python -m broker_tests.wire.group_members
 BOOTSTRAP GROUP TOPIC SESSION_MS [CLIENT]``) it is a member of CLIENT (default
 kafka-python) that prints ``assigned p,p`` on every assignment change and
 ``consumed p o`` for each record once its poll's batch is committed: the crash

@@ -279,7 +279,7 @@ class ChildMember:
 
     @classmethod
     def python(cls, client: str, bootstrap: str, group: str, topic: str) -> ChildMember:
-        module = "tests.purgatory_broker.wire.group_members"
+        module = "broker_tests.wire.group_members"
         args = [bootstrap, group, topic, str(SESSION_MS), client]
         return cls(Child(["-m", module, *args]))
 

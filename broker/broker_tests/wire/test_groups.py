@@ -143,7 +143,7 @@ def test_a_killed_member_expires_and_the_other_continues_from_committed_offsets(
     broker: BrokerThread,
 ) -> None:
     group = "crash-group"
-    args = ["-m", "tests.purgatory_broker.wire.group_members"]
+    args = ["-m", "broker_tests.wire.group_members"]
     child_args = [broker.bootstrap_servers, group, TOPIC, str(SESSION_MS)]
     with Child([*args, *child_args]) as child:
         a = MEMBERS["kafka-python"](broker.bootstrap_servers, group, TOPIC, SESSION_MS).start()
