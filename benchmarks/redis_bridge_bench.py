@@ -3,6 +3,7 @@ events per second, CPU per event, and what a Redis restart costs the watchers.
 
 Usage: python benchmarks/redis_bridge_bench.py [--workers 4] [--waiters 250] [--keys 1000]
        [--puts-per-s 500] [--duration-s 6] [--flood 100000] [--recheck-keys 10000]
+       [--pause-s 3]
 
 Everything runs on this machine and is stopped by its pid at the end (SIGKILL after the
 run's deadline at the latest): one ``redis-server`` (no persistence, a free port on
@@ -20,10 +21,16 @@ Phases, one after the other:
    completion in a worker records completion time - put time (publish -> waiter completed,
    across processes; CLOCK_MONOTONIC is one clock for the machine). CPU per event: each
    worker's process time over the phase / the events it received; Redis's too.
-2. ``restart``: the same, with Redis killed (SIGKILL) at half time and started again on the
-   same port 1 s later. For the puts made while it was down: how long their watchers waited
-   after Redis answered again (the bridge's reconnect and re-check), and nothing stays
-   pending whose condition holds (``stuck``, checked by each worker at the end).
+2. ``restart``, ``pause``, ``client kill``: the same, with a disruption at half time:
+   Redis killed (SIGKILL) and started again on the same port 1 s later; Redis stopped
+   (SIGSTOP) for ``--pause-s`` then resumed (SIGCONT); ``CLIENT KILL TYPE pubsub`` (every
+   subscriber's connection dropped, Redis up). Each worker notes when each subscription is
+   confirmed (the bridge calls ``watched_keys()`` first thing after a ``subscribe``
+   reply), so the wait splits in two: the reconnect (Redis serving again -> subscribed
+   again: the backoff, the connect, the subscribe) and subscribed again -> answered, for
+   every waiter whose put came before that subscription and that was answered after it
+   (the re-check; goal: at most 100 ms). Nothing may stay pending whose condition holds
+   (``stuck``, checked by each worker at the end) and nothing may complete twice.
 3. ``flood``: the driver publishes ``--flood`` events for keys nobody watches, pipelined as
    fast as it can; per worker the events it received per second and its CPU per event (one
    dictionary lookup in the purgatory each, the rest is redis-py and the bridge).
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import mmap
 import os
 import random
@@ -52,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +125,8 @@ class Poll(DelayedOperation[None]):
 
     def on_complete(self) -> None:
         worker = self.worker
+        if self not in worker.live:  # completed before: the purgatory broke exactly-once
+            worker.duplicates += 1
         worker.live.discard(self)
         if worker.recording:
             worker.wakes.append((time.monotonic(), worker.state.stamps[self.index]))
@@ -134,6 +144,7 @@ class Worker:
         self.wakes: list[tuple[float, float]] = []
         self.recording = False
         self.live: set[Poll] = set()
+        self.duplicates = 0
 
     def arm(self) -> None:
         if self.purgatory.closed:
@@ -150,6 +161,22 @@ class Worker:
         return sum(1 for op in self.live if versions[op.index] > op.after)
 
 
+class Subscriptions:
+    """The purgatory as the bridge sees it, noting when each subscription was confirmed:
+    the bridge calls ``watched_keys()`` first thing after every ``subscribe`` reply."""
+
+    def __init__(self, purgatory: DelayedOperationPurgatory[Poll]) -> None:
+        self.purgatory = purgatory
+        self.confirmed_at: list[float] = []
+
+    def check_and_complete(self, key: Hashable) -> int:
+        return self.purgatory.check_and_complete(key)
+
+    def watched_keys(self) -> list[Hashable]:
+        self.confirmed_at.append(time.monotonic())
+        return self.purgatory.watched_keys()
+
+
 async def run_worker(url: str, state_path: str, waiters: int, keys: int) -> None:
     state = State(Path(state_path), keys, create=False)
     worker = Worker(url, state, waiters, keys)
@@ -162,7 +189,8 @@ async def run_worker(url: str, state_path: str, waiters: int, keys: int) -> None
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
 
-    async with worker.purgatory, KeyEvents(worker.purgatory, url, channel=CHANNEL) as events:
+    subscriptions = Subscriptions(worker.purgatory)
+    async with worker.purgatory, KeyEvents(subscriptions, url, channel=CHANNEL) as events:
         for _ in range(waiters):
             worker.arm()
         await events.wait_subscribed(30_000)
@@ -183,9 +211,11 @@ async def run_worker(url: str, state_path: str, waiters: int, keys: int) -> None
                     cpu_s=cpu,
                     events=received,
                     stuck=worker.stuck(),
+                    duplicates=worker.duplicates,
                     outages=stats.outages,
                     subscriptions=stats.subscriptions,
                     rechecked_keys=stats.rechecked_keys,
+                    confirmed_at=subscriptions.confirmed_at,
                 )
             elif command[0] == "flood":
                 expected = int(command[1])
@@ -275,7 +305,8 @@ class Redis:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self) -> float:
+        """Start it; the monotonic time it first answered PING (polled every 1 ms)."""
         self.proc = subprocess.Popen(
             [
                 *(self.program, "--port", str(self.port), "--bind", "127.0.0.1"),
@@ -290,12 +321,25 @@ class Redis:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
                     sock.sendall(b"PING\r\n")
                     if sock.recv(16).startswith(b"+PONG"):
-                        return
+                        return time.monotonic()
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError("redis-server did not start")
-            time.sleep(0.01)
+            time.sleep(0.001)
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signum)
+
+    def command(self, *args: str) -> bytes:
+        """One command over a plain socket; the first line of the reply."""
+        request = b"*%d\r\n" % len(args) + b"".join(
+            b"$%d\r\n%s\r\n" % (len(arg.encode()), arg.encode()) for arg in args
+        )
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(request)
+            return sock.recv(4096).split(b"\r\n", 1)[0]
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
@@ -312,15 +356,55 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+#: A disruption run at half time of a phase: returns (began, ended), monotonic times:
+#: when Redis stopped serving the bridges, and when it served them again.
+Disruption = Callable[["Redis"], Coroutine[Any, Any, tuple[float, float]]]
+
+
+async def restart(redis: Redis) -> tuple[float, float]:
+    """SIGKILL, then start again on the same port 1 s later; ended = the first PONG."""
+    redis.kill()
+    began = time.monotonic()
+    await asyncio.sleep(1.0)
+    return began, await asyncio.to_thread(redis.start)
+
+
+def pause(seconds: float) -> Disruption:
+    async def paused(redis: Redis) -> tuple[float, float]:
+        """SIGSTOP for ``seconds``, then SIGCONT; the connections stay up."""
+        redis.signal(signal.SIGSTOP)
+        began = time.monotonic()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            redis.signal(signal.SIGCONT)
+        return began, time.monotonic()
+
+    return paused
+
+
+async def client_kill(redis: Redis) -> tuple[float, float]:
+    """CLIENT KILL TYPE pubsub: every subscriber's connection dropped, Redis up."""
+    began = time.monotonic()
+    reply = await asyncio.to_thread(redis.command, "CLIENT", "KILL", "TYPE", "pubsub")
+    assert reply.startswith(b":"), reply
+    return began, began
+
+
 async def drive_puts(
-    state: State, url: str, keys: int, rate: float, duration_s: float, *, redis: Redis | None
-) -> tuple[float, float, float]:
-    """Put random keys at ``rate`` for ``duration_s``; with ``redis``, kill it at half time
-    and start it again 1 s later. Returns (puts, killed_at, back_at) (0, 0 without)."""
-    killed_at = back_at = 0.0
+    state: State,
+    redis: Redis,
+    keys: int,
+    rate: float,
+    duration_s: float,
+    *,
+    disruption: Disruption | None,
+) -> tuple[int, float, float]:
+    """Put random keys at ``rate`` for ``duration_s``; with a ``disruption``, run it at
+    half time (the puts go on meanwhile). Returns (puts, began, ended) (0, 0 without)."""
     puts = 0
-    restart: asyncio.Task[float] | None = None
-    async with KeyPublisher(url, channel=CHANNEL) as publisher:
+    disrupting: asyncio.Task[tuple[float, float]] | None = None
+    async with KeyPublisher(redis.url, channel=CHANNEL) as publisher:
         start = time.monotonic()
         end = start + duration_s
         while (now := time.monotonic()) < end:
@@ -331,22 +415,12 @@ async def drive_puts(
                 state.versions[index] += 1
                 publisher.publish(f"k{index}")
                 puts += 1
-            if redis is not None and not killed_at and now - start >= duration_s / 2:
-                redis.kill()
-                killed_at = time.monotonic()
-                restart = asyncio.create_task(restart_after(redis, 1.0))
+            if disruption is not None and disrupting is None and now - start >= duration_s / 2:
+                disrupting = asyncio.create_task(disruption(redis))
             await asyncio.sleep(0.002)
-        if restart is not None:
-            back_at = await restart
+        began, ended = (await disrupting) if disrupting is not None else (0.0, 0.0)
         await publisher.flush(30_000)
-    return puts, killed_at, back_at
-
-
-async def restart_after(redis: Redis, delay_s: float) -> float:
-    """Start Redis again after ``delay_s`` (the puts go on meanwhile); when it answered."""
-    await asyncio.sleep(delay_s)
-    await asyncio.to_thread(redis.start)
-    return time.monotonic()
+    return puts, began, ended
 
 
 async def flood(url: str, count: int) -> float:
@@ -452,28 +526,37 @@ async def main(args: argparse.Namespace) -> None:
             ]
             for worker in workers:
                 assert worker.read().get("ready")
-            for phase in ("steady", "restart"):
+            phases: list[tuple[str, Disruption | None]] = [
+                ("steady", None),
+                ("restart: Redis killed (SIGKILL) at half time, started again 1 s later", restart),
+                (
+                    f"pause: Redis stopped (SIGSTOP) at half time, SIGCONT {args.pause_s:g} s "
+                    "later",
+                    pause(args.pause_s),
+                ),
+                ("client kill: CLIENT KILL TYPE pubsub at half time", client_kill),
+            ]
+            for phase, disruption in phases:
                 for worker in workers:
                     worker.send("start")
                 for worker in workers:
                     worker.read()
                 assert redis.proc is not None
-                redis_cpu0 = proc_cpu_s(redis.proc.pid)
-                puts, killed_at, back_at = await drive_puts(
-                    state,
-                    redis.url,
-                    args.keys,
-                    args.puts_per_s,
-                    args.duration_s,
-                    redis=redis if phase == "restart" else None,
+                redis_pid = redis.proc.pid
+                redis_cpu0 = proc_cpu_s(redis_pid)
+                puts, began, ended = await drive_puts(
+                    state, redis, args.keys, args.puts_per_s, args.duration_s, disruption=disruption
                 )
                 assert redis.proc is not None
-                redis_cpu = proc_cpu_s(redis.proc.pid) - (0 if killed_at else redis_cpu0)
+                same = redis.proc.pid == redis_pid
+                redis_cpu = proc_cpu_s(redis.proc.pid) - redis_cpu0 if same else float("nan")
                 await asyncio.sleep(2.0)  # the last events land
                 for worker in workers:
                     worker.send("stop")
                 reports = [worker.read() for worker in workers]
-                report_phase(phase, puts, reports, (killed_at, back_at), redis_cpu)
+                report_phase(phase, puts, reports, redis_cpu)
+                if disruption is not None:
+                    report_disruption(reports, began, ended)
             for worker in workers:
                 worker.send(f"flood {args.flood}")
             for worker in workers:
@@ -514,14 +597,7 @@ async def main(args: argparse.Namespace) -> None:
     )
 
 
-def report_phase(
-    phase: str,
-    puts: float,
-    reports: list[dict[str, Any]],
-    outage: tuple[float, float],
-    redis_cpu: float,
-) -> None:
-    killed_at, back_at = outage
+def report_phase(phase: str, puts: float, reports: list[dict[str, Any]], redis_cpu: float) -> None:
     lat = [done - put for report in reports for done, put in report["wakes"]]
     events = sum(r["events"] for r in reports)
     cpu = sum(r["cpu_s"] for r in reports)
@@ -535,27 +611,63 @@ def report_phase(
         f"  worker CPU per event received: {cpu / max(1, events) * 1e6:.1f} us "
         f"({events / len(reports):.0f} events per worker)"
         + (
-            ""
-            if killed_at
-            else f"; redis-server CPU per put {redis_cpu / max(1, puts) * 1e6:.1f} us"
+            f"; redis-server CPU per put {redis_cpu / max(1, puts) * 1e6:.1f} us"
+            if not math.isnan(redis_cpu)
+            else ""
         )
     )
     print(
         f"  stuck (pending, condition true) at the end: {sum(r['stuck'] for r in reports)}; "
-        f"outages seen {sum(r['outages'] for r in reports)}, re-checked keys "
+        f"completed twice: {sum(r['duplicates'] for r in reports)}; outages seen "
+        f"{sum(r['outages'] for r in reports)}, re-checked keys "
         f"{sum(r['rechecked_keys'] for r in reports)}"
     )
-    if killed_at:
-        during = [
-            (done, put) for r in reports for done, put in r["wakes"] if killed_at <= put < back_at
-        ]
-        beyond = [done - back_at for done, put in during]
+
+
+def report_disruption(reports: list[dict[str, Any]], began: float, ended: float) -> None:
+    """The split: Redis serving again -> each subscriber subscribed again (the reconnect),
+    then subscribed again -> the waiters of every put made before that answered."""
+    reconnects: list[float] = []
+    after_subscribed: list[float] = []
+    kept_connection: list[float] = []
+    after_back: list[float] = []
+    for report in reports:
+        again = [t for t in report["confirmed_at"] if t >= began]
+        wakes = report["wakes"]
+        after_back += [done - ended for done, put in wakes if began <= put < ended]
+        if again:
+            subscribed = again[0]
+            reconnects.append(subscribed - ended)
+            # every waiter whose condition held before the subscription and that was
+            # answered after it: woken by the re-check (or by a resent event)
+            after_subscribed += [
+                done - subscribed for done, put in wakes if put < subscribed <= done
+            ]
+        else:  # the subscription survived (a pause shorter than the health check)
+            kept_connection += [done - ended for done, put in wakes if began <= put < ended]
+    print(f"  Redis stopped serving for {(ended - began) * 1e3:.0f} ms")
+    if reconnects:
         print(
-            f"  Redis down {(back_at - killed_at):.2f} s; {len(during)} wakes for puts made "
-            f"meanwhile; waited after Redis was back: p50 {quantile(beyond, 0.5) * 1e3:.0f} ms,"
-            f" p99 {quantile(beyond, 0.99) * 1e3:.0f} ms, max "
-            f"{max(beyond, default=0) * 1e3:.0f} ms"
+            f"  reconnect (Redis serving again -> subscribed again), {len(reconnects)} "
+            f"workers: min {min(reconnects) * 1e3:.1f} ms, max {max(reconnects) * 1e3:.1f} ms"
         )
+        print(
+            f"  subscribed again -> answered, {len(after_subscribed)} waiters whose put came "
+            f"before: p50 {quantile(after_subscribed, 0.5) * 1e3:.1f} ms, max "
+            f"{max(after_subscribed, default=0) * 1e3:.1f} ms (goal: at most 100 ms)"
+        )
+    if kept_connection:
+        print(
+            f"  {len(reports) - len(reconnects)} workers kept their subscription; "
+            f"{len(kept_connection)} waiters of puts made meanwhile, answered after Redis "
+            f"resumed: p50 {quantile(kept_connection, 0.5) * 1e3:.1f} ms, max "
+            f"{max(kept_connection) * 1e3:.1f} ms"
+        )
+    print(
+        f"  Redis serving again -> answered (both parts), {len(after_back)} waiters of puts "
+        f"made meanwhile: p50 {quantile(after_back, 0.5) * 1e3:.1f} ms, max "
+        f"{max(after_back, default=0) * 1e3:.1f} ms"
+    )
 
 
 def deadline_reached(signum: int, frame: object) -> None:
@@ -571,6 +683,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration-s", type=float, default=6)
     parser.add_argument("--flood", type=int, default=100_000)
     parser.add_argument("--recheck-keys", type=int, default=10_000)
+    parser.add_argument("--pause-s", type=float, default=3.0, help="SIGSTOP for this long")
     parser.add_argument("--worker", nargs=4, metavar=("URL", "STATE", "WAITERS", "KEYS"))
     return parser.parse_args(argv)
 

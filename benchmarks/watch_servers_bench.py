@@ -2,7 +2,7 @@
 the same service written the naive asyncio way, under the same load, in one run.
 
 Usage: python benchmarks/watch_servers_bench.py [--frameworks aiohttp,starlette]
-       [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20]
+       [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20] [--python-gc]
 
 Four servers, one after the other, each in its own process (``--serve KIND``, on a
 socket it binds to 127.0.0.1 port 0), all on plain asyncio:
@@ -28,17 +28,33 @@ Per server: CPU per answered request (the server's utime + stime from
 ``/proc/PID/stat`` over the window, divided by the polls and puts answered in it),
 its RSS at the window's end (``/proc/PID/status``), wake latency (a poll sent
 before a put, answered with that put's version: poll answered - put answered; it
-can be below 0 when the poll's answer arrives before the put's), timeout lateness
-(a 304's arrival - its deadline, both read on the client: the round trip is
-included), and shutdown (SIGTERM -> the process has exited) with ``--polls`` polls
-pending, and how they were answered. Everything this starts is stopped by its pid
-(SIGKILL after 60 s at the latest).
+can be below 0 when the poll's answer arrives before the put's), and timeout
+lateness twice: in the server (the handler's start -> its 304 handed to the
+framework, minus ``timeout_ms``: what the service adds, the goal's figure; recorded
+by a :class:`Probe` wrapped around every server alike, an aiohttp middleware or an
+ASGI wrapper) and at the client (a 304's arrival - its deadline, both read on the
+client: the round trip and the client's own stalls included). The server's probe
+also records its collector's pauses (``gc.callbacks``) in the window, and
+``/proc/PID/schedstat`` how long the server waited for a CPU (a busy host's share). Then
+shutdown with ``--polls`` polls pending, from SIGTERM (sent by the client) to two
+events: the last pending poll's answer read by the client, and the server's exit
+(``waitpid``; this includes the interpreter's own teardown), and how the polls
+were answered. Every server serves in ``watch_service.tuned_gc()``, as the
+recipes' ``main`` does (``--python-gc``: the collector as Python sets it); the
+client calms its own collector over the window (:func:`client_gc_calmed`).
+Everything this starts is stopped by its pid (SIGKILL after 60 s at the latest).
+
+Usage for the goals of issue #26 (lateness p99 in the server at most tick + 5 ms,
+shutdown under 1 s, CPU per answer not above naive): the default run prints them
+all in one table; ``--python-gc`` beside it shows what the collector costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -48,10 +64,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -68,11 +88,75 @@ from watch_service import (  # noqa: E402
     error,
     ok,
     parse_watch,
+    tuned_gc,
 )
 
 KINDS = ("recipe", "naive")
 LAST_POLL_MS = 10_000  # the polls pending at shutdown: a server that waits, waits this long
 KILL_AFTER_S = 60.0
+
+
+# -- what the servers record about themselves --------------------------------------
+
+
+class Probe:
+    """What a server process records of itself, for the client to read after it exits:
+    each 304's lateness measured inside the server (the handler's start -> its 304
+    handed to the framework, minus ``timeout_ms``: no network, no client) and each
+    pause of the cyclic garbage collector (``gc.callbacks``). Times are
+    ``time.monotonic()``, which Linux keeps system-wide, so the client can cut them
+    to its window. The same probe wraps the recipes and the naive servers."""
+
+    FIELDS = ("late_at", "late_ms", "gc_at", "gc_ms")
+
+    def __init__(self) -> None:
+        self.late_at, self.late_ms = array.array("d"), array.array("d")
+        self.gc_at, self.gc_ms = array.array("d"), array.array("d")
+        self._gc_start = 0.0
+
+    def timed_out(self, start: float, timeout_ms: int) -> None:
+        self.late_at.append(start)
+        self.late_ms.append((time.monotonic() - start) * 1000 - timeout_ms)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_at.append(time.monotonic())
+            self.gc_ms.append((time.perf_counter() - self._gc_start) * 1000)
+
+    @contextmanager
+    def watching_gc(self) -> Iterator[None]:
+        gc.callbacks.append(self._on_gc)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(self._on_gc)
+
+    def write(self, path: str) -> None:
+        """Raw doubles, one array after the other, each after its length."""
+        with open(path, "wb") as f:
+            for name in self.FIELDS:
+                values: array.array[float] = getattr(self, name)
+                array.array("q", [len(values)]).tofile(f)
+                values.tofile(f)
+
+    @staticmethod
+    def read(path: str) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        with open(path, "rb") as f:
+            for name in Probe.FIELDS:
+                length = array.array("q")
+                length.fromfile(f, 1)
+                values = array.array("d")
+                values.fromfile(f, length[0])
+                out[name] = values.tolist()
+        return out
+
+
+def timeout_of(query: str | bytes) -> int:
+    text = query.decode() if isinstance(query, bytes) else query
+    return int(parse_qs(text)["timeout_ms"][0])
 
 
 # -- the naive servers -------------------------------------------------------------
@@ -114,12 +198,23 @@ class NaiveWatch:
         return ok(entry)
 
 
-async def serve_aiohttp(kind: str, sock: socket.socket) -> None:
+async def serve_aiohttp(kind: str, sock: socket.socket, probe: Probe) -> None:
     from aiohttp import web
     from watch_aiohttp import make_app
 
+    @web.middleware
+    async def probing(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        start = time.monotonic()
+        response = await handler(request)
+        if response.status == 304:
+            probe.timed_out(start, timeout_of(request.query_string))
+        return response
+
     if kind == "recipe":
         app = make_app()
+        app.middlewares.append(probing)
     else:
         naive = NaiveWatch()
 
@@ -134,7 +229,7 @@ async def serve_aiohttp(kind: str, sock: socket.socket) -> None:
             reply = naive.put(request.match_info["key"], await request.read())
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
-        app = web.Application()
+        app = web.Application(middlewares=[probing])
         app.add_routes([web.get("/watch/{key}", watch), web.post("/put/{key}", put)])
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
@@ -146,7 +241,25 @@ async def serve_aiohttp(kind: str, sock: socket.socket) -> None:
     await runner.cleanup()
 
 
-async def serve_starlette(kind: str, sock: socket.socket) -> None:
+def probing_asgi(app: Any, probe: Probe) -> Any:
+    """``app`` with each 304's lateness recorded in ``probe`` (see :class:`Probe`)."""
+
+    async def probed(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
+        start = time.monotonic()
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 304:
+                probe.timed_out(start, timeout_of(scope["query_string"]))
+            await send(message)
+
+        return await app(scope, receive, sending)  # type: ignore[no-any-return]
+
+    return probed
+
+
+async def serve_starlette(kind: str, sock: socket.socket, probe: Probe) -> None:
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -157,7 +270,8 @@ async def serve_starlette(kind: str, sock: socket.socket) -> None:
     options: dict[str, object] = {"lifespan": "on", "access_log": False, "log_level": "warning"}
     if kind == "recipe":
         service = WatchService()
-        server: uvicorn.Server = WatchServer(uvicorn.Config(make_app(service), **options), service)  # type: ignore[arg-type]
+        app = probing_asgi(make_app(service), probe)
+        server: uvicorn.Server = WatchServer(uvicorn.Config(app, **options), service)  # type: ignore[arg-type]
     else:
         naive = NaiveWatch()
 
@@ -172,16 +286,22 @@ async def serve_starlette(kind: str, sock: socket.socket) -> None:
             reply = naive.put(request.path_params["key"], await request.body())
             return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
-        app = Starlette(
+        naive_app = Starlette(
             routes=[Route("/watch/{key}", watch), Route("/put/{key}", put, methods=["POST"])]
         )
-        server = uvicorn.Server(uvicorn.Config(app, **options))  # type: ignore[arg-type]
+        server = uvicorn.Server(uvicorn.Config(probing_asgi(naive_app, probe), **options))  # type: ignore[arg-type]
+    # uvicorn handles SIGTERM (a graceful shutdown), then raises it again for the
+    # handler it found: this one lets the process go on to write its probe
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     print("serving", flush=True)
-    await server.serve(sockets=[sock])  # uvicorn handles SIGTERM: graceful shutdown
+    await server.serve(sockets=[sock])
 
 
-def serve(name: str) -> None:
-    """The child: bind 127.0.0.1:0, say the port, serve until SIGTERM."""
+def serve(name: str, probe_path: str, python_gc: bool) -> None:
+    """The child: bind 127.0.0.1:0, say the port, serve until SIGTERM, then write what
+    its :class:`Probe` recorded to ``probe_path``. In ``tuned_gc()`` as the recipes'
+    ``main`` runs (naive servers too), unless ``python_gc``: the collector as Python
+    sets it."""
     framework, kind = name.split("-")
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -193,7 +313,10 @@ def serve(name: str) -> None:
     sock.listen(4096)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     run = serve_aiohttp if framework == "aiohttp" else serve_starlette
-    asyncio.run(run(kind, sock))
+    probe = Probe()
+    with nullcontext() if python_gc else tuned_gc(), probe.watching_gc():
+        asyncio.run(run(kind, sock, probe))
+    probe.write(probe_path)
 
 
 # -- the client --------------------------------------------------------------------
@@ -239,6 +362,7 @@ class Load:
     put_sent: dict[int, float] = field(default_factory=dict)  # version -> sent, answered
     put_answered: dict[int, float] = field(default_factory=dict)
     last_polls: list[str] = field(default_factory=list)  # how the shutdown's polls ended
+    last_ended_at: float = 0.0  # when the last of them ended (answered or dropped)
 
 
 async def poller(
@@ -275,6 +399,7 @@ async def poller(
             load.last_polls.append(str(status))
         except (OSError, asyncio.IncompleteReadError):
             load.last_polls.append("dropped")
+        load.last_ended_at = max(load.last_ended_at, time.monotonic())
     finally:
         conn.close()
 
@@ -321,6 +446,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_queue_s(pid: int) -> float:
+    """Time the process's main thread has waited for a CPU while runnable
+    (``/proc/PID/schedstat``'s second field): the host's share of its stalls."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -335,6 +466,25 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, int(q * len(ordered) + 0.999999) - 1))]
 
 
+@contextmanager
+def client_gc_calmed(threshold: int = 100_000) -> Iterator[None]:
+    """The client's own collector, quieter for the window: what exists is frozen (the
+    5,000 connections are not walked again) and the first threshold raised, so the
+    client's pauses add less to the lateness it reads. Restored on exit."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(threshold, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+def p50_p99(values: list[float]) -> tuple[float, float]:
+    return quantile(values, 0.5), quantile(values, 0.99)
+
+
 @dataclass
 class Row:
     name: str
@@ -342,15 +492,21 @@ class Row:
     cpu_us: float
     rss_mib: float
     wake: tuple[float, float]
-    lateness: tuple[float, float]
-    shutdown_s: float
+    lateness: tuple[float, float]  # on the client: the round trip included
+    server_lateness: tuple[float, float]  # in the server: handler start -> 304
+    gc_pauses: tuple[int, float, float]  # the server's, in the window: count, total, max ms
+    queued_s: float  # the server's wait for a CPU in the window (a busy host)
+    answered_s: float  # SIGTERM -> the last pending poll's answer read by the client
+    exited_s: float  # SIGTERM -> the process has exited
     last: str
 
 
 async def bench_one(name: str, args: argparse.Namespace) -> Row:
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", name], stdout=subprocess.PIPE, text=True
-    )
+    probe_file = tempfile.NamedTemporaryFile(prefix="watch-probe-", delete=False)  # noqa: SIM115
+    probe_file.close()
+    command = [sys.executable, __file__, "--serve", name, "--probe", probe_file.name]
+    command += ["--python-gc"] if args.python_gc else []
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[1])
@@ -369,13 +525,18 @@ async def bench_one(name: str, args: argparse.Namespace) -> Row:
                 await asyncio.sleep(0.01)  # connect in waves: the backlog is finite
         puts = asyncio.ensure_future(putter(port, keys, args.puts_per_s, load, stop_puts))
         await asyncio.sleep(1.0)
-        load.in_window, cpu0 = True, cpu_s(proc.pid)
-        await asyncio.sleep(args.duration_s)
-        load.in_window, cpu1 = False, cpu_s(proc.pid)
-        rss = rss_mib(proc.pid)
-        stop_puts.set()
-        go_last.set()
-        await puts
+        with client_gc_calmed():
+            load.in_window, cpu0 = True, cpu_s(proc.pid)
+            queued0 = run_queue_s(proc.pid)
+            window = [time.monotonic()]
+            await asyncio.sleep(args.duration_s)
+            load.in_window, cpu1 = False, cpu_s(proc.pid)
+            queued = run_queue_s(proc.pid) - queued0
+            window.append(time.monotonic())
+            rss = rss_mib(proc.pid)
+            stop_puts.set()
+            go_last.set()
+            await puts
         async with asyncio.timeout(KILL_AFTER_S):
             while load.last_polls.count("sent") < args.polls:
                 await asyncio.sleep(0.05)
@@ -383,38 +544,59 @@ async def bench_one(name: str, args: argparse.Namespace) -> Row:
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         await asyncio.get_running_loop().run_in_executor(None, proc.wait, KILL_AFTER_S)
-        shutdown_s = time.monotonic() - started
+        exited_s = time.monotonic() - started
         async with asyncio.timeout(KILL_AFTER_S):
             await asyncio.gather(*pollers)
         ends = [s for s in load.last_polls if s != "sent"]
         last = ", ".join(f"{ends.count(s)} {s}" for s in sorted(set(ends)))
+        probe = Probe.read(probe_file.name)
+        start, end = window
+        server_late = [
+            late
+            for at, late in zip(probe["late_at"], probe["late_ms"], strict=True)
+            if start <= at < end
+        ]
+        pauses = [
+            ms for at, ms in zip(probe["gc_at"], probe["gc_ms"], strict=True) if start <= at < end
+        ]
         return Row(
             name,
             load.answered,
             (cpu1 - cpu0) * 1e6 / max(1, load.answered),
             rss,
-            (quantile(load.wake_ms, 0.5), quantile(load.wake_ms, 0.99)),
-            (quantile(load.lateness_ms, 0.5), quantile(load.lateness_ms, 0.99)),
-            shutdown_s,
+            p50_p99(load.wake_ms),
+            p50_p99(load.lateness_ms),
+            p50_p99(server_late),
+            (len(pauses), sum(pauses), max(pauses, default=0.0)),
+            queued,
+            load.last_ended_at - started,
+            exited_s,
             last,
         )
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        os.unlink(probe_file.name)
 
 
 def print_table(rows: list[Row]) -> None:
     print(
         "| server | answered | CPU µs / answer | RSS MiB | wake p50 / p99 ms "
-        "| timeout lateness p50 / p99 ms | shutdown s | the pending polls at shutdown |"
+        "| timeout lateness in server p50 / p99 ms | at client p50 / p99 ms "
+        "| server GC pauses: n, total / max ms | server waited for a CPU s "
+        "| shutdown: answered / exited s "
+        "| the pending polls at shutdown |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(
             f"| {r.name} | {r.answered:,} | {r.cpu_us:,.0f} | {r.rss_mib:.0f} "
-            f"| {r.wake[0]:.1f} / {r.wake[1]:.1f} | {r.lateness[0]:.1f} / {r.lateness[1]:.1f} "
-            f"| {r.shutdown_s:.2f} | {r.last} |"
+            f"| {r.wake[0]:.1f} / {r.wake[1]:.1f} "
+            f"| {r.server_lateness[0]:.1f} / {r.server_lateness[1]:.1f} "
+            f"| {r.lateness[0]:.1f} / {r.lateness[1]:.1f} "
+            f"| {r.gc_pauses[0]}, {r.gc_pauses[1]:.0f} / {r.gc_pauses[2]:.0f} | {r.queued_s:.2f} "
+            f"| {r.answered_s:.2f} / {r.exited_s:.2f} | {r.last} |"
         )
 
 
@@ -439,17 +621,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--puts-per-s", type=float, default=40.0)
     parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument(
+        "--python-gc",
+        action="store_true",
+        help="leave every server's cyclic collector as Python sets it "
+        "(by default each serves in watch_service.tuned_gc(), as the recipes' main does)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.probe, args.python_gc)
         return 0
     if not set(args.frameworks) <= {"aiohttp", "starlette"} or args.polls < 1 or args.keys < 1:
         parser.error("--frameworks takes aiohttp,starlette; --polls and --keys at least 1")
     print(
         f"{platform.python_version()} on {os.cpu_count()} CPUs ({cpu_model()}); "
         f"load average {os.getloadavg()[0]:.2f}; {args.polls} polls over {args.keys} keys, "
-        f"{args.puts_per_s:g} puts/s, {args.duration_s:g} s",
+        f"{args.puts_per_s:g} puts/s, {args.duration_s:g} s; servers' gc "
+        f"{'as Python sets it' if args.python_gc else 'tuned_gc()'}",
         flush=True,
     )
     import uvloop

@@ -35,7 +35,9 @@ counts it, and its watcher-list entries go at the next purge. Without it, an
 abandoned poll would wait for its timeout and be answered to nobody.
 
 :func:`make_app` gives the application for any runner; :func:`serve` runs it on
-``host:port`` (0: any free port) until SIGINT or SIGTERM.
+``host:port`` (0: any free port) until SIGINT or SIGTERM; :func:`main` runs that in
+``watch_service.tuned_gc()`` (the collector's pauses, not the purgatory, are what
+made timeouts late with 5,000 polls pending: see ``watch_service``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from watch_service import Reply, WatchService, command_line, error, parse_keys
+from watch_service import Reply, WatchService, command_line, error, parse_keys, tuned_gc
 
 SERVICE = web.AppKey("service", WatchService)
 
@@ -153,7 +155,8 @@ async def serve(host: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     host, port = command_line(__doc__.splitlines()[0], 8080, argv)
-    asyncio.run(serve(host, port))
+    with tuned_gc():  # see watch_service: the collector's pauses make timeouts late
+        asyncio.run(serve(host, port))
     return 0
 
 

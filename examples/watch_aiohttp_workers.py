@@ -20,7 +20,8 @@ two additions:
   the worker puts the entry in its cache and checks its own polls. A poll is tried once
   its keys are loaded from Redis (one ``HMGET``), then waits, reading the cache;
 * a :class:`~purgatory.contrib.redis.KeyEvents` bridge with ``refresh=store.refresh``:
-  for every event it loads the key into the cache, then checks the polls on it; after
+  for every event it loads the key into the cache (the keys of a burst of events in one
+  ``HMGET``), then checks the polls on it; after
   every (re)subscription it loads every watched key, then re-checks them. The cache
   keeps the newest version of each key (versions only go up), so replies read out of
   order never move it back.

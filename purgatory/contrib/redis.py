@@ -28,10 +28,12 @@ A process that reads that state through a local cache (the truth in Redis or a d
 a copy in memory for ``try_complete`` to read synchronously) gives the bridge a
 ``refresh`` coroutine function: ``KeyEvents(purgatory, url, refresh=cache.refresh)``.
 The bridge awaits ``refresh(keys)`` before it checks the operations of those keys: before
-the ``check_and_complete`` of each received event (``[key]``) and before each chunk of a
-re-check (the watched keys of the chunk), so a check never reads a cache older than the
-event or the subscription that caused it. A ``refresh`` that raises is a failure of the
-subscription: the bridge reconnects and re-checks (refreshing) every watched key.
+the ``check_and_complete`` of received events (the keys of an event and of the events
+already received behind it, each once, at most :data:`RECHECK_CHUNK`: one call per burst,
+not per event) and before each chunk of a re-check (the watched keys of the chunk), so a
+check never reads a cache older than the event or the subscription that caused it. A
+``refresh`` that raises is a failure of the subscription: the bridge reconnects and
+re-checks (refreshing) every watched key.
 
 The encoding (one channel, one message per key). Every bridge of a deployment subscribes to
 one channel (``channel``, default ``"purgatory:key-events"``; one per purgatory kind, e.g.
@@ -77,9 +79,11 @@ trimming, nor for a subscriber that started after the event. Those cases need th
 anyway, and with the re-check in place the stream adds a Redis write and memory per event
 and no guarantee. The re-check costs one ``check_and_complete`` per watched key, once per
 reconnect, done in chunks of :data:`RECHECK_CHUNK` keys that yield to the loop (measured in
-BENCHMARKS.md, "Key events through Redis": 0.3 µs per watched key, 30 ms for 100,000; a
-Redis restart woke the watchers of puts made during it 70-210 ms after Redis answered
-again, on a shared 2-core machine). The publisher keeps, for its part, every key
+BENCHMARKS.md, "Key events through Redis": 0.3 µs per watched key, 30 ms for 100,000;
+after a 1 s Redis restart, on a shared 2-core machine, the subscribers were subscribed
+again 92-444 ms after Redis answered again, the reconnect schedule's wait, and every
+watcher whose condition had become true meanwhile was answered within 0.7 ms of its
+subscription). The publisher keeps, for its part, every key
 it could not send: :class:`KeyPublisher` coalesces keys in a pending set (a key published
 twice before it is sent is sent once), sends them in pipelines, and on an error keeps them
 and sends them after it reconnects, so an outage of the publisher's own connection (which
@@ -91,12 +95,17 @@ reconnects when the pong has not come ``health_check_ms`` later; the publisher's
 time out after ``timeout_ms`` and are retried. A Redis that resumes delivers what was
 queued on the old connection; a new connection re-checks.
 
-Reconnecting. After a failure both sides wait a backoff that doubles from
-``reconnect_min_ms`` up to ``reconnect_max_ms``, each wait drawn uniformly between half and
-all of it (jitter: a fleet of workers does not reconnect in step), and reset by a success.
-Each outage logs one WARNING line on the ``purgatory.contrib.redis`` logger when it starts
-(with the error, no traceback) and one INFO line when it ends (how long it lasted, how many
-keys were re-checked); the attempts in between log at DEBUG.
+Reconnecting (:class:`ReconnectSchedule`). A connection that had worked for at least
+``reconnect_max_ms`` and fails is retried at once (a dropped connection to a Redis that is
+up comes back within a round trip); the next failures wait a capped exponential with
+jitter: the k-th consecutive one a draw in [c/2, c] of c = min(``reconnect_max_ms``,
+``reconnect_min_ms`` * 2**(k-2)), so with the defaults (10, 500) 0, 5-10, 10-20, ...,
+250-500 ms, and never more than ``reconnect_max_ms`` between two attempts (so at most
+that long between Redis answering again and the next attempt). A connection that fails
+sooner after it began working does not restart the schedule, so nothing retries in a busy
+loop. Each outage logs one WARNING line on the ``purgatory.contrib.redis`` logger when it
+starts (with the error, no traceback) and one INFO line when it ends (how long it lasted,
+how many keys were re-checked); the attempts in between log at DEBUG.
 
 Threads. A bridge runs on the event loop of its purgatory (enter it there, inside the
 purgatory's ``async with``): every ``check_and_complete`` runs on that loop's thread, so
@@ -133,6 +142,7 @@ __all__ = [
     "KeyEventStatistics",
     "KeyEvents",
     "KeyPublisher",
+    "ReconnectSchedule",
     "Refresh",
     "Watchers",
     "decode_key",
@@ -252,23 +262,66 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class _Backoff:
-    """Doubling waits from min to max, each drawn in [half, all] of it; reset on success."""
+class ReconnectSchedule:
+    """The waits before reconnect attempts, in integer milliseconds (both sides of a bridge
+    keep one). O(1) per call.
 
-    __slots__ = ("attempt", "max_ms", "min_ms")
+    ``connected(now_ms)`` when a connection is confirmed working (the subscription
+    confirmed and re-checked; a pipeline sent), ``failed(now_ms)`` when a connection or an
+    attempt fails: it returns the wait before the next attempt. With ``min_ms`` 10 and
+    ``max_ms`` 500 (the defaults of :class:`KeyEvents` and :class:`KeyPublisher`):
 
-    def __init__(self, min_ms: int, max_ms: int) -> None:
+    ===============================================  ==============================
+    failure                                          wait before the next attempt
+    ===============================================  ==============================
+    of a connection that had worked >= ``max_ms``    0 (retry at once)
+    then the 2nd, 3rd, 4th, 5th... consecutive one   5-10, 10-20, 20-40, 40-80 ms...
+    ... until the ceiling ``max_ms``                 250-500 ms each (capped)
+    ===============================================  ==============================
+
+    The k-th consecutive failure (k >= 2) waits a draw, uniform in [c/2, c], of
+    c = min(``max_ms``, ``min_ms`` * 2**(k-2)): the jitter keeps a fleet of workers that
+    lost Redis together from reconnecting in step, the ceiling bounds how long after
+    Redis answers again the next attempt comes (at most ``max_ms``). The retry at once
+    brings a dropped connection to a Redis that is up (``CLIENT KILL``, a proxy's idle
+    timeout) back within a round trip. A connection that fails less than ``max_ms``
+    after it began working does not reset the count (the waits go on growing): a Redis
+    that accepts and then drops, or a ``refresh`` that keeps failing, costs at most one
+    immediate retry per ``max_ms``, never a busy loop. Before any connection worked (a
+    process starting while Redis is down), the first failure counts as the second.
+    """
+
+    __slots__ = ("failures", "max_ms", "min_ms", "up_since_ms", "_random")
+
+    def __init__(self, min_ms: int, max_ms: int, rng: random.Random | None = None) -> None:
         self.min_ms = min_ms
         self.max_ms = max_ms
-        self.attempt = 0
+        #: consecutive failures since a connection last worked for max_ms (1 at the start:
+        #: the first attempt of a process is no retry after a working connection)
+        self.failures = 1
+        #: when the current connection began working (None: no connection works now)
+        self.up_since_ms: int | None = None
+        self._random = rng if rng is not None else random.Random()
 
-    def next_s(self) -> float:
-        ceiling = min(self.max_ms, self.min_ms << min(self.attempt, 30))
-        self.attempt += 1
-        return random.uniform(ceiling / 2, ceiling) / 1000
+    def connected(self, now_ms: int) -> None:
+        """A connection works (from ``now_ms`` on, if it did not already)."""
+        if self.up_since_ms is None:
+            self.up_since_ms = now_ms
 
-    def reset(self) -> None:
-        self.attempt = 0
+    def failed(self, now_ms: int) -> int:
+        """A connection or an attempt failed at ``now_ms``: the wait before the next one."""
+        up_since, self.up_since_ms = self.up_since_ms, None
+        if up_since is not None and now_ms - up_since >= self.max_ms:
+            self.failures = 0  # it had worked long enough: start the schedule again
+        self.failures += 1
+        if self.failures == 1:
+            return 0
+        ceiling = min(self.max_ms, self.min_ms << min(self.failures - 2, 30))
+        return round(self._random.uniform(ceiling / 2, ceiling))
+
+
+def _now_ms(loop: asyncio.AbstractEventLoop) -> int:
+    return int(loop.time() * 1000)
 
 
 def _check_timing(**values_ms: int) -> None:
@@ -305,8 +358,8 @@ class KeyPublisher:
         redis_url: str,
         *,
         channel: str = DEFAULT_CHANNEL,
-        reconnect_min_ms: int = 100,
-        reconnect_max_ms: int = 2000,
+        reconnect_min_ms: int = 10,
+        reconnect_max_ms: int = 500,
         timeout_ms: int = 5000,
         close_timeout_ms: int = 1000,
         redis_options: Mapping[str, Any] | None = None,
@@ -327,7 +380,7 @@ class KeyPublisher:
         self.timeout_ms = timeout_ms
         self.close_timeout_ms = close_timeout_ms
         self._options: Mapping[str, Any] = dict(redis_options or {})
-        self._backoff = _Backoff(reconnect_min_ms, reconnect_max_ms)
+        self.reconnect_schedule = ReconnectSchedule(reconnect_min_ms, reconnect_max_ms)
         self._pending: dict[bytes, None] = {}  # insertion-ordered set of encoded keys
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -486,13 +539,13 @@ class KeyPublisher:
                     if client is not None:
                         old, client = client, None
                         await _aclose(old)
-                    await asyncio.sleep(self._backoff.next_s())
+                    await asyncio.sleep(self.reconnect_schedule.failed(_now_ms(loop)) / 1000)
                     continue
                 except BaseException:
                     self._pending = dict.fromkeys(batch) | self._pending
                     raise
                 self.published += len(batch)
-                self._backoff.reset()
+                self.reconnect_schedule.connected(_now_ms(loop))
                 if down_since is not None:
                     logger.info(
                         "key publisher on %r: Redis reachable again after %.1f s; %d keys pending",
@@ -542,18 +595,22 @@ class KeyEvents:
     key (:meth:`wait_subscribed` waits for it). ``purgatory`` is anything with
     ``check_and_complete(key)`` and ``watched_keys()`` (:class:`Watchers`). Timing
     parameters are integer milliseconds: ``reconnect_min_ms``/``reconnect_max_ms``
-    bound the backoff, ``timeout_ms`` bounds a connect and a command,
-    ``health_check_ms`` is the silence after which the subscriber pings (and how long
-    the pong may take), ``close_timeout_ms`` bounds the final send. ``redis_options``
-    go to ``redis.asyncio.Redis.from_url`` (see :class:`KeyPublisher`).
+    shape the reconnect waits (:class:`ReconnectSchedule`; the subscriber's is
+    ``reconnect_schedule``, the publisher's ``publisher.reconnect_schedule``),
+    ``timeout_ms`` bounds a connect and a command, ``health_check_ms`` is the silence
+    after which the subscriber pings (and how long the pong may take),
+    ``close_timeout_ms`` bounds the final send. ``redis_options`` go to
+    ``redis.asyncio.Redis.from_url`` (see :class:`KeyPublisher`).
 
     ``refresh`` (a :data:`Refresh`: ``async def refresh(keys: Sequence[Hashable]) ->
     None``), for a process whose operations read a local cache of shared state: awaited
-    with ``[key]`` before the ``check_and_complete`` of each received event, and with
-    each chunk of at most :data:`RECHECK_CHUNK` watched keys before that chunk is
-    re-checked. If it raises, the subscription is treated as failed (logged as an
-    outage; a non-network error with its traceback): the bridge reconnects and the
-    re-check refreshes every watched key again. Messages are not read while it runs.
+    before the ``check_and_complete`` of received events, with the keys of an event and
+    of the events received already behind it (each key once, at most
+    :data:`RECHECK_CHUNK`), and with each chunk of at most :data:`RECHECK_CHUNK` watched
+    keys before that chunk is re-checked. If it raises, the subscription is treated as
+    failed (logged as an outage; a non-network error with its traceback): the bridge
+    reconnects and the re-check refreshes every watched key again. Messages are not
+    read while it runs.
     It is not called by :meth:`publish`: the caller wrote the change, so its cache has
     it already. None (the default): the operations read shared state directly.
     """
@@ -564,8 +621,8 @@ class KeyEvents:
         redis_url: str,
         *,
         channel: str = DEFAULT_CHANNEL,
-        reconnect_min_ms: int = 100,
-        reconnect_max_ms: int = 2000,
+        reconnect_min_ms: int = 10,
+        reconnect_max_ms: int = 500,
         timeout_ms: int = 5000,
         health_check_ms: int = 5000,
         close_timeout_ms: int = 1000,
@@ -589,7 +646,7 @@ class KeyEvents:
         self.timeout_ms = timeout_ms
         self.health_check_ms = health_check_ms
         self._options: Mapping[str, Any] = dict(redis_options or {})
-        self._backoff = _Backoff(reconnect_min_ms, reconnect_max_ms)
+        self.reconnect_schedule = ReconnectSchedule(reconnect_min_ms, reconnect_max_ms)
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self._closed = False
@@ -699,12 +756,35 @@ class KeyEvents:
         if key is not None:
             self._complete(key)
 
-    async def _on_event_refreshed(self, refresh: Refresh, data: object) -> None:
-        """One message with a ``refresh``: decode, refresh the key, check_and_complete."""
+    async def _on_events_refreshed(
+        self, refresh: Refresh, pubsub: Any, data: object
+    ) -> dict[str, Any] | None:
+        """A message with a ``refresh``: it and the messages already received behind it
+        (at most :data:`RECHECK_CHUNK` keys, each once) are decoded, refreshed in one call,
+        then checked in their order. Returns the message that ended the batch if it is
+        no key event (a ``subscribe`` reply, for the caller), else None. O(batch) + the
+        refresh."""
+        keys: dict[Hashable, None] = {}  # insertion-ordered set
         key = self._decode(data)
         if key is not None:
-            await refresh([key])
-            self._complete(key)
+            keys[key] = None
+        leftover: dict[str, Any] | None = None
+        while len(keys) < RECHECK_CHUNK:
+            message = await pubsub.get_message(timeout=0.0)  # only what arrived already
+            if message is None:
+                break
+            if message["type"] != "message":
+                leftover = message
+                break
+            key = self._decode(message["data"])
+            if key is not None:
+                keys[key] = None
+        if keys:
+            batch = list(keys)
+            await refresh(batch)
+            for key in batch:
+                self._complete(key)
+        return leftover
 
     def _decode(self, data: object) -> Hashable | None:
         """The key of a message (counted in ``events``), or None (counted in ``malformed``,
@@ -764,14 +844,17 @@ class KeyEvents:
             if kind == "message":
                 if self.refresh is None:
                     self._on_event(message["data"])
-                else:
-                    await self._on_event_refreshed(self.refresh, message["data"])
-            elif kind == "subscribe":
+                    continue
+                message = await self._on_events_refreshed(self.refresh, pubsub, message["data"])
+                if message is None:
+                    continue
+                kind = message["type"]  # what ended the batch, handled below
+            if kind == "subscribe":
                 # (re)subscribed: what was published before is re-checked, what is
                 # published from now on arrives as messages
                 self._subscriptions += 1
                 rechecked = await self._recheck()
-                self._backoff.reset()
+                self.reconnect_schedule.connected(_now_ms(loop))
                 self._subscribed.set()
                 down_since, self._down_since = self._down_since, None
                 if down_since is not None:
@@ -808,4 +891,4 @@ class KeyEvents:
             finally:
                 await _aclose(pubsub)
                 await _aclose(client)
-            await asyncio.sleep(self._backoff.next_s())
+            await asyncio.sleep(self.reconnect_schedule.failed(_now_ms(loop)) / 1000)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import shutil
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from purgatory.contrib.redis import (
     DEFAULT_CHANNEL,
     KeyEvents,
     KeyPublisher,
+    ReconnectSchedule,
     decode_key,
     encode_key,
 )
@@ -149,6 +151,67 @@ def test_bad_timings_are_refused_in_one_line() -> None:
         KeyEvents(purgatory, "redis://127.0.0.1:1", reconnect_min_ms=20, reconnect_max_ms=10)
     with pytest.raises(ValueError, match=r"^timeout_ms must be a positive int"):
         KeyPublisher("redis://127.0.0.1:1", timeout_ms=1.5)  # type: ignore[arg-type]
+
+
+# -- the reconnect schedule (a fake clock: integer ms passed in; a seeded draw) ----------
+
+
+def _ceilings(min_ms: int, max_ms: int, count: int) -> list[int]:
+    return [min(max_ms, min_ms << k) for k in range(count)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_connection_that_worked_is_retried_at_once_then_backs_off_to_the_ceiling(
+    seed: int,
+) -> None:
+    schedule = ReconnectSchedule(50, 1000, random.Random(seed))
+    schedule.connected(0)
+    waits = [schedule.failed(60_000)] + [schedule.failed(60_000 + i) for i in range(1, 9)]
+    assert waits[0] == 0
+    for wait, ceiling in zip(waits[1:], _ceilings(50, 1000, 8), strict=True):
+        assert ceiling / 2 <= wait <= ceiling, (waits, ceiling)
+    assert max(waits) <= 1000
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_process_starting_while_redis_is_down_backs_off_from_the_first_failure(
+    seed: int,
+) -> None:
+    schedule = ReconnectSchedule(20, 200, random.Random(seed))
+    waits = [schedule.failed(t) for t in range(6)]
+    for wait, ceiling in zip(waits, _ceilings(20, 200, 6), strict=True):
+        assert ceiling / 2 <= wait <= ceiling, (waits, ceiling)
+
+
+def test_a_connection_that_fails_soon_after_working_keeps_backing_off() -> None:
+    """Connected, failed within max_ms, again and again: the waits grow to the ceiling
+    and there is no retry at once (no busy loop); once a connection lasts max_ms, the
+    next failure is retried at once again."""
+    schedule = ReconnectSchedule(50, 1000, random.Random(1))
+    schedule.connected(0)
+    assert schedule.failed(5_000) == 0  # it had worked for 5 s
+    now = 5_000
+    waits = []
+    for _ in range(8):  # each connection works, then fails 10 ms later
+        now += 100
+        schedule.connected(now)
+        waits.append(schedule.failed(now + 10))
+    assert all(wait > 0 for wait in waits), waits
+    for wait, ceiling in zip(waits, _ceilings(50, 1000, 8), strict=True):
+        assert ceiling / 2 <= wait <= ceiling
+    schedule.connected(now)
+    assert schedule.failed(now + 999) > 0  # not max_ms yet
+    schedule.connected(now + 2_000)
+    assert schedule.failed(now + 3_000) == 0  # worked for exactly max_ms
+    assert schedule.up_since_ms is None
+
+
+def test_connected_keeps_the_first_moment_a_connection_worked() -> None:
+    schedule = ReconnectSchedule(50, 1000, random.Random(2))
+    schedule.connected(100)
+    schedule.connected(900)  # a later success on the same connection
+    assert schedule.up_since_ms == 100
+    assert schedule.failed(1_100) == 0  # 1,000 ms since it began working
 
 
 # -- across purgatories and processes -------------------------------------------------------
@@ -352,6 +415,57 @@ async def test_refresh_runs_before_the_checks_of_an_event_and_of_a_recheck(
     assert "subscription lost (ConnectionError: the store went away)" in warnings[0]
 
 
+class GatedCache(Cache):
+    """A Cache whose refresh waits at ``gate`` (once set, every refresh passes)."""
+
+    def __init__(self, truth: Shared) -> None:
+        super().__init__(truth)
+        self.gate = asyncio.Event()
+
+    async def refresh(self, keys: Sequence[Hashable]) -> None:
+        await self.gate.wait()
+        await super().refresh(keys)
+
+
+@pytest.mark.asyncio
+async def test_events_received_during_a_refresh_are_refreshed_together_once_each(
+    server: RedisServer,
+) -> None:
+    """While the refresh of one event waits, three more events arrive (one key twice):
+    the next refresh gets them in one call, each key once, in their order, and every
+    watcher completes once."""
+    truth = Shared()
+    cache = GatedCache(truth)
+    async with (
+        Purg("a") as a,
+        Purg("b") as b,
+        KeyEvents(a, server.url, channel="test:keys", **FAST) as ea,
+        KeyEvents(b, server.url, channel="test:keys", refresh=cache.refresh, **FAST) as eb,
+    ):
+        async with asyncio.timeout(GUARD_S):
+            await ea.wait_subscribed()
+            await eb.wait_subscribed()
+        ops = {key: WaitFor(cache.view, key) for key in ("first", "x", "y")}
+        for key, op in ops.items():
+            assert not b.try_complete_else_watch(op, [key])
+        truth.ready.update(ops)
+        for key in ("first", "x", "x", "y"):  # sent one by one: "x" is not coalesced
+            ea.publish(key)
+            async with asyncio.timeout(GUARD_S):
+                await ea.publisher.flush()
+        # a's bridge received all four: b's socket holds them too (one write per
+        # subscriber in the same PUBLISH), while b's refresh of "first" waits
+        await _until(lambda: ea.statistics().events >= 4, "the events reached a")
+        assert cache.calls == []
+        cache.gate.set()
+        async with asyncio.timeout(GUARD_S):
+            for op in ops.values():
+                await op
+        assert cache.calls in ([["first", "x", "y"]], [["first"], ["x", "y"]])
+        assert all(op.completions == 1 and not op.expired for op in ops.values())
+        assert eb.statistics().events == 4
+
+
 # -- outages ---------------------------------------------------------------------------------
 
 
@@ -443,6 +557,63 @@ async def test_subscriber_connections_killed(server: RedisServer) -> None:
         assert not op.expired and op.completions == 1
         await _until(lambda: pair.eb.statistics().subscriptions > before, "resubscribed")
         assert pair.eb.statistics().outages == 1
+
+
+class WaitSpy(ReconnectSchedule):
+    """A bridge's schedule, taken over as it stands, recording what ``failed`` answered."""
+
+    def __init__(self, events: KeyEvents) -> None:
+        base = events.reconnect_schedule
+        super().__init__(base.min_ms, base.max_ms)
+        self.failures, self.up_since_ms = base.failures, base.up_since_ms
+        self.waits: list[int] = []
+        events.reconnect_schedule = self
+
+    def failed(self, now_ms: int) -> int:
+        wait = super().failed(now_ms)
+        self.waits.append(wait)
+        return wait
+
+
+@pytest.mark.asyncio
+async def test_a_killed_subscription_that_had_worked_is_retried_at_once(
+    server: RedisServer,
+) -> None:
+    """CLIENT KILL of subscriptions that had worked for reconnect_max_ms: each
+    subscriber's first (and only) attempt comes with no wait, and succeeds; counted
+    on the schedule, not timed."""
+    async with running_pair(server.url, reconnect_min_ms=20, reconnect_max_ms=50) as pair:
+        spies = [WaitSpy(pair.ea), WaitSpy(pair.eb)]
+        before = [e.statistics().subscriptions for e in (pair.ea, pair.eb)]
+        await asyncio.sleep(0.2)  # past reconnect_max_ms: the subscriptions are settled
+        assert server.command("CLIENT", "KILL", "TYPE", "pubsub") == b":2"
+        await _until(
+            lambda: all(
+                e.statistics().subscriptions > n
+                for e, n in zip((pair.ea, pair.eb), before, strict=True)
+            ),
+            "both resubscribed",
+        )
+        assert [spy.waits for spy in spies] == [[0], [0]]
+
+
+@pytest.mark.asyncio
+async def test_a_redis_restart_is_retried_at_once_then_on_the_schedule(
+    server: RedisServer,
+) -> None:
+    """Redis killed under a subscription that had worked: the first retry has no wait,
+    the next ones follow the capped exponential (each within [c/2, c])."""
+    async with running_pair(server.url, reconnect_min_ms=20, reconnect_max_ms=80) as pair:
+        spy = WaitSpy(pair.eb)
+        await asyncio.sleep(0.2)  # past reconnect_max_ms
+        server.kill()
+        await _until(lambda: len(spy.waits) >= 5, "five failed attempts")
+        server.start()
+        await _until(lambda: pair.eb.subscribed, "subscribed again")
+        waits = list(spy.waits)
+    assert waits[0] == 0
+    for wait, ceiling in zip(waits[1:], _ceilings(20, 80, len(waits) - 1), strict=True):
+        assert ceiling / 2 <= wait <= ceiling, waits
 
 
 @pytest.mark.asyncio

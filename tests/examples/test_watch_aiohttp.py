@@ -4,6 +4,7 @@ checks are in watch_kit.py, shared with the Starlette recipe's tests."""
 
 from __future__ import annotations
 
+import gc
 import io
 from collections.abc import AsyncIterator
 
@@ -18,7 +19,7 @@ from .watch_kit import Served, many_fds  # noqa: F401 - a fixture
 # isort: split
 # the examples folder is on the path: watch_kit put it there
 from watch_aiohttp import make_app, start
-from watch_service import WatchService
+from watch_service import GC_THRESHOLD0, WatchService, tuned_gc
 
 
 class Client:
@@ -87,3 +88,35 @@ async def test_without_handler_cancellation_a_disconnect_is_not_seen() -> None:
 
 def test_the_script_shuts_down_on_sigterm() -> None:
     kit.check_the_script_shuts_down_on_sigterm("watch_aiohttp.py")
+
+
+class TestTunedGc:
+    """watch_service.tuned_gc, which both recipes' main() serve in (here beside the
+    aiohttp recipe's tests: it belongs to neither framework)."""
+
+    def test_sets_the_threshold_and_freezes_then_restores_both(self) -> None:
+        before = gc.get_threshold()
+        assert gc.get_freeze_count() == 0
+        with tuned_gc(12_345):
+            assert gc.get_threshold() == (12_345, *before[1:])
+            assert gc.get_freeze_count() > 0  # what existed is out of the collections
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == 0
+
+    def test_restores_on_an_exception(self) -> None:
+        before = gc.get_threshold()
+        with pytest.raises(RuntimeError, match="boom"), tuned_gc():
+            assert gc.get_threshold()[0] == GC_THRESHOLD0
+            raise RuntimeError("boom")
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == 0
+
+    def test_leaves_a_freeze_made_before_it(self) -> None:
+        gc.freeze()
+        try:
+            frozen = gc.get_freeze_count()
+            with tuned_gc():
+                pass
+            assert gc.get_freeze_count() == frozen  # not its freeze: not its to undo
+        finally:
+            gc.unfreeze()

@@ -79,9 +79,14 @@ async def _poll(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("subscriptions_killed", [False, True], ids=["steady", "client-kill"])
 async def test_a_put_on_one_worker_wakes_the_polls_on_every_worker(
-    redis_server: RedisServer,
+    redis_server: RedisServer, subscriptions_killed: bool
 ) -> None:
+    """``client-kill``: every worker's subscription is dropped (CLIENT KILL TYPE pubsub)
+    just before the put, so its event probably reaches nobody: the workers' re-checks
+    after they subscribe again (each refreshing the watched keys from Redis) answer the
+    polls."""
     port = free_port()
     parent = subprocess.Popen(
         [
@@ -136,6 +141,8 @@ async def test_a_put_on_one_worker_wakes_the_polls_on_every_worker(
                 assert every_worker_polls(cluster.seen), cluster.seen
                 assert not any(poll.done() for poll in polls)
 
+                if subscriptions_killed:
+                    assert redis_server.command("CLIENT", "KILL", "TYPE", "pubsub") == b":4"
                 # one put, on whichever worker the kernel picks
                 async with session.post(f"{cluster.base}/put/k", data=b"red") as response:
                     assert response.status == 200
