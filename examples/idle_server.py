@@ -25,19 +25,20 @@ Try it with ``nc 127.0.0.1 8888``: type a line now and then, then stop typing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import errno
+import math
 import os
 import signal
 import socket
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import cast
+from typing import NoReturn, cast
 
 from purgatory import IdleTracker, SystemTimer
-from purgatory.cli import Parser, int_at_least, interrupted, port, seconds
 
 GOODBYE = b"idle timeout, goodbye\n"
 SHUTDOWN = b"server shutting down, goodbye\n"
@@ -315,40 +316,65 @@ async def serve(
             loop.remove_signal_handler(signum)
 
 
+def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse (argparse's usage error, status 2) a value its type lets through."""
+    if not 0 <= args.port <= 65535:
+        parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
+    for option, value in (("--timeout-ms", args.timeout_ms), ("--tick-ms", args.tick_ms)):
+        if value < 1:
+            parser.error(f"argument {option}: must be an integer >= 1, not {value}")
+    for option, value, zero in (
+        ("--report-s", args.report_s, False),
+        ("--run-for-s", args.run_for_s, True),
+    ):
+        if value is not None and (
+            not math.isfinite(value) or value < 0 or (value == 0 and not zero)
+        ):
+            wanted = "a number >= 0" if zero else "a number > 0"
+            parser.error(f"argument {option}: must be {wanted} (seconds), not {value}")
+
+
+def _fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """A failure at run time: one line on stderr, exit status 1."""
+    parser.exit(1, f"{parser.prog}: error: {' '.join(message.split())}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(
+    parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Exit status: 0 after a clean shutdown, 1 if it cannot listen (port in use, "
         "host not found), 2 for a refused option.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
-    parser.add_argument("--port", type=port, default=8888, help="TCP port; 0 picks any free port")
+    parser.add_argument("--port", type=int, default=8888, help="TCP port; 0 picks any free port")
     parser.add_argument(
         "--timeout-ms",
-        type=int_at_least(1),
+        type=int,
         default=30_000,
         help="close connections silent this long",
     )
     parser.add_argument(
         "--tick-ms",
-        type=int_at_least(1),
+        type=int,
         default=DEFAULT_TICK_MS,
         help="the timer's tick: a connection is closed within a tick after its timeout",
     )
     parser.add_argument(
         "--report-s",
-        type=seconds(allow_zero=False),
+        type=float,
         default=5.0,
         help="print statistics this often",
     )
     parser.add_argument(
         "--run-for-s",
-        type=seconds(allow_zero=True),
+        type=float,
         default=None,
-        help="stop after this long (default: run until SIGINT or SIGTERM)",
+        help="stop after this long; without it, run until SIGINT or SIGTERM",
     )
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop instead of asyncio")
     args = parser.parse_args(argv)
+    _check_ranges(parser, args)
     try:
         server = IdleServer(args.timeout_ms, host=args.host, port=args.port, tick_ms=args.tick_ms)
     except ValueError as exc:  # the library's own limits: a tick of at most 2**40 ms
@@ -360,16 +386,16 @@ def main(argv: list[str] | None = None) -> int:
                 import uvloop
             except ImportError:
                 coro.close()
-                parser.fail("--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
+                _fail(parser, "--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
             print("event loop: uvloop", flush=True)
             uvloop.run(coro)
         else:
             print("event loop: asyncio", flush=True)
             asyncio.run(coro)
     except CannotListenError as exc:
-        parser.fail(str(exc))
+        _fail(parser, str(exc))
     except KeyboardInterrupt:  # before the signal handlers were set, or after
-        interrupted()
+        sys.exit(130)  # no traceback, the shell's status for SIGINT
     return 0
 
 

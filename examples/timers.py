@@ -12,12 +12,13 @@ is given.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
+import sys
 from collections.abc import Callable
 
 from purgatory import SystemTimer, TimerTask
-from purgatory.cli import Parser, int_at_least, interrupted
 from purgatory.core import WheelTimer, exact_quantile
 from purgatory.testing import ManualClock
 
@@ -73,26 +74,30 @@ async def main(tasks: int, max_delay_ms: int, seed: int) -> None:
 
 
 def run(argv: list[str] | None = None) -> None:
-    parser = Parser(
+    parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="The report's quantiles are exact (nearest rank), so any number of tasks works, "
         "one included. Exit status: 0 when done, 2 for a refused option.",
     )
     parser.add_argument(
         "--tasks",
-        type=int_at_least(1),
+        type=int,
         default=5000,
         help="timers to schedule, at least 1; every 10th is cancelled",
     )
     parser.add_argument(
         "--max-delay-ms",
-        type=int_at_least(1),
+        type=int,
         default=2000,
         help="delays are drawn uniformly from 1 ms to this",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the random delays")
     parser.add_argument("--asyncio", action="store_true", help="use asyncio even if uvloop exists")
     args = parser.parse_args(argv)
+    for option, value in (("--tasks", args.tasks), ("--max-delay-ms", args.max_delay_ms)):
+        if value < 1:
+            parser.error(f"argument {option}: must be an integer >= 1, not {value}")
     try:  # the timer's own limit (2**40 ms), checked before anything runs
         WheelTimer(clock=ManualClock()).add(TimerTask(args.max_delay_ms))
     except ValueError as exc:
@@ -111,7 +116,7 @@ def run(argv: list[str] | None = None) -> None:
         print("event loop: asyncio")
         asyncio.run(coro)
     except KeyboardInterrupt:
-        interrupted()
+        sys.exit(130)  # Ctrl-C: no traceback, the shell's status for SIGINT
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ p99 6.6 ms, and shutdown with 5,000 polls pending 0.77 s instead of 1.95.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import json
@@ -58,7 +59,6 @@ from purgatory import (
     OperationCancelledError,
     PurgatoryClosedError,
 )
-from purgatory.cli import Parser, port
 from purgatory.contrib.prometheus import PurgatoryCollector
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -382,10 +382,14 @@ def tuned_gc(threshold0: int = GC_THRESHOLD0) -> Iterator[None]:
 
 def command_line(description: str, default_port: int, argv: list[str] | None) -> tuple[str, int]:
     """The examples' shared options: ``--host`` and ``--port``."""
-    parser = Parser(description=description)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
     parser.add_argument(
-        "--port", type=port, default=default_port, help="TCP port; 0 picks any free port"
+        "--port", type=int, default=default_port, help="TCP port; 0 picks any free port"
     )
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
     return str(args.host), int(args.port)

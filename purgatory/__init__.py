@@ -10,12 +10,9 @@ event loop (the timer, operations, watcher lists, the idle tracker), and
 trio, awaiting). The names below are the public API of both. ``compiled`` tells
 whether the core loaded is the compiled one (Cython) or the pure-Python one.
 
-Built on that API, each in its own package: :mod:`purgatory.broker` (a
-broker's core: storage, replication, DelayedProduce and DelayedFetch,
-simulated followers), :mod:`purgatory.sim` (the broker simulation, an
-application), :mod:`purgatory.analytics` (the Spark pipeline over traces), and
-:mod:`purgatory.tracing` (the trace schema the broker writes and the pipeline
-reads).
+Built on that API, in a distribution of its own (``purgatory-broker``, package
+``purgatory_broker``, which this package never imports): a broker's core, its
+simulation, a Kafka-wire broker and a Spark pipeline over its traces.
 """
 
 from ._version import __version__

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-#: The repository root: children run with it as their working directory, so
-#: ``python -m examples.kafka_broker`` and ``python -m tests.broker...`` import.
-ROOT = Path(__file__).resolve().parents[1]
+#: The root of the suite's project (the folder above its tests, found without following
+#: links: the application's suite links this file): children run there, so
+#: ``python -m <its tests' package>...`` imports.
+ROOT = Path(__file__).absolute().parents[1]
 
 
 class Child:

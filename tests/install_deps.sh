@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond the Python packages of the dev extra: kcat and
-# redis-server (Debian's packages, one apt-get for both, as root) and the Node.js Kafka
-# clients (npm ci from their lock file). Idempotent and quiet: what is there is kept.
+# redis-server (Debian's packages, one apt-get for both, as root) and, in the repository,
+# the application's Node.js Kafka clients (npm ci from their lock file). Idempotent and quiet: what is there is kept.
 # The README's test command runs it; the scripts it calls can also run on their own.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,5 +18,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq >/dev/null
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-bash "$here/examples/kafka_broker/clients/install.sh"  # kcat is there now: the Node clients
+# the application's client matrix (the repository's broker/; not in the library's sdist)
+matrix="$here/../broker/broker_tests/wire/clients/install.sh"
+if [ -f "$matrix" ]; then
+    bash "$matrix"  # kcat is there now: the Node clients
+fi
 bash "$here/contrib/install_redis.sh"                   # redis-server is there now: a check

@@ -4,64 +4,31 @@ package defines is in it. ``__init__`` modules only re-export."""
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import pydoc
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import purgatory
 
+from .api_kit import check_all_is_the_public_api, check_init_only_re_exports
+
 PACKAGES = [
     "purgatory",
     "purgatory.core",
     "purgatory.aio",
-    "purgatory.broker",
-    "purgatory.broker.storage",
-    "purgatory.sim",
-    "purgatory.analytics",
     "purgatory.contrib",
 ]
 
 
-def public_names(module: ModuleType) -> set[str]:
-    """Names bound in ``module`` that are classes or functions of this project."""
-    names = set()
-    for name, value in vars(module).items():
-        if name.startswith("_") or inspect.ismodule(value):
-            continue
-        origin = getattr(value, "__module__", "") or ""
-        if (inspect.isclass(value) or inspect.isfunction(value)) and origin.startswith("purgatory"):
-            names.add(name)
-    return names
-
-
 @pytest.mark.parametrize("name", PACKAGES)
 def test_all_is_the_public_api(name: str) -> None:
-    module = importlib.import_module(name)
-    exported = set(module.__all__)
-    assert len(exported) == len(module.__all__), "duplicates in __all__"
-    missing = [n for n in exported if not hasattr(module, n)]
-    assert not missing, f"{name}.__all__ names what it does not define: {missing}"
-    assert public_names(module) <= exported, public_names(module) - exported
+    check_all_is_the_public_api(name, "purgatory")
 
 
 @pytest.mark.parametrize("name", PACKAGES)
 def test_init_only_re_exports(name: str) -> None:
-    path = Path(importlib.import_module(name).__file__ or "")
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue  # the docstring
-        if isinstance(node, ast.ImportFrom | ast.Import):
-            continue
-        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
-            "__all__"
-        ]:
-            continue
-        raise AssertionError(f"{path} does more than re-export: line {node.lineno}")
+    check_init_only_re_exports(name)
 
 
 def test_the_core_imports_no_third_party_package() -> None:
@@ -69,7 +36,7 @@ def test_the_core_imports_no_third_party_package() -> None:
     import sys
 
     code = (
-        "import sys, purgatory, purgatory.testing, purgatory.broker;"
+        "import sys, purgatory, purgatory.testing;"
         "heavy = {'pyarrow', 'pyspark', 'pandas', 'uvloop', 'anyio', 'trio', 'kafka'};"
         "print(sorted(heavy & set(sys.modules)))"
     )

@@ -27,9 +27,9 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from types import ModuleType
 
 from . import delay_queue, histogram, idle, operation, purgatory, timer, timer_list, timing_wheel
-from ._loading import NO_EXTENSIONS
+from ._loading import NO_EXTENSIONS, prefer_sources
 
-__all__ = ["COMPILED", "COMPILED_MODULES", "NO_EXTENSIONS"]
+__all__ = ["COMPILED", "COMPILED_MODULES", "NO_EXTENSIONS", "prefer_sources"]
 
 _CORE: tuple[ModuleType, ...] = (
     timer_list,

@@ -20,7 +20,7 @@ hair above it in binary keeps its rank.
 
 This is the one definition of an exact quantile in the project: the broker
 simulation's summary, the sweep workload, the data pipeline's exact reference
-(:mod:`purgatory.analytics.exact`, which calls :func:`quantile_rank` once per
+(:mod:`purgatory_broker.analytics.exact`, which calls :func:`quantile_rank` once per
 group) and the benchmarks all use it. Pure Python, standard library only.
 """
 

@@ -1,0 +1,1 @@
+../../tests/api_kit.py

@@ -1,0 +1,1 @@
+../../tests/import_graph.py

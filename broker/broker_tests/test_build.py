@@ -1,0 +1,91 @@
+"""The two builds of the application's compiled modules: compiled (Cython) and pure.
+
+``broker/setup.py`` compiles the modules a broker request runs through and the
+simulated clients (``cython_build.py``, the library's strict build, whose own
+tests are the library's). The README's test command runs the suite twice: as
+installed (``PURGATORY_EXPECT_COMPILED=1`` makes these tests insist on the
+compiled modules) and with ``PURGATORY_NO_EXTENSIONS=1`` (the pure ones).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import runpy
+import subprocess
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Any
+
+import pytest
+import setuptools
+from setuptools import Extension
+
+from purgatory.core import build
+
+EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
+SETUP = Path(__file__).resolve().parents[1] / "setup.py"
+
+
+def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """broker/setup.py's namespace, its ``setup()`` call captured instead of run."""
+    captured: dict[str, Any] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    namespace = runpy.run_path(str(SETUP))
+    namespace["captured"] = captured
+    return namespace
+
+
+def test_the_compiled_modules_load_in_the_library_s_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """They load compiled exactly when the library's core does (one switch,
+    PURGATORY_NO_EXTENSIONS, covers both distributions)."""
+    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")  # no cythonize: only the list
+    names = _setup_script(monkeypatch)["COMPILED_MODULES"]
+    assert names and all(name.startswith("purgatory_broker.") for name in names)
+    loaded = {name: importlib.import_module(name).__file__ or "" for name in names}
+    compiled = {name for name, path in loaded.items() if path.endswith(tuple(EXTENSION_SUFFIXES))}
+    if build.NO_EXTENSIONS:
+        assert not compiled, f"PURGATORY_NO_EXTENSIONS set, yet compiled: {sorted(compiled)}"
+    if EXPECT_COMPILED:
+        assert compiled == set(names), f"expected compiled modules; loaded {loaded}"
+
+
+def test_the_environment_variable_forces_the_pure_build() -> None:
+    code = (
+        "import purgatory_broker.broker.storage.records as r, purgatory_broker.sim.clients as c;"
+        "print(r.__file__.rsplit('.', 1)[-1], c.__file__.rsplit('.', 1)[-1])"
+    )
+    env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["py", "py"]
+
+
+def test_the_build_makes_no_extensions_when_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
+    script = _setup_script(monkeypatch)
+    assert script["captured"]["ext_modules"] == []
+    assert "purgatory-broker: PURGATORY_NO_EXTENSIONS set" in capsys.readouterr().out
+    assert script["captured"]["cmdclass"]["build_ext"] is script["StrictBuildExt"]
+
+
+def test_cython_compiles_every_listed_module_outside_the_source_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import Cython.Build
+
+    asked: dict[str, Any] = {}
+
+    def cythonize(modules: list[Extension], **options: Any) -> list[Extension]:
+        asked.update(options, modules=modules)
+        return []
+
+    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
+    monkeypatch.setattr(Cython.Build, "cythonize", cythonize)
+    script = _setup_script(monkeypatch)
+    assert asked["build_dir"] == script["CYTHON_BUILD_DIR"] == os.path.join("build", "cython")
+    assert {m.name for m in asked["modules"]} == set(script["COMPILED_MODULES"])

@@ -1,0 +1,140 @@
+"""A minimal async Kafka client over kafka-python's protocol classes, for tests that
+need exact control of requests (versions, timeouts, bad frames)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from purgatory_broker.wire import _codec as codec
+
+
+class RawClient:
+    """One connection; ``request`` sends a request object and returns the decoded answer."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._ids = itertools.count(1)
+
+    @classmethod
+    async def connect(cls, bootstrap: str) -> RawClient:
+        host, port = bootstrap.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        return cls(reader, writer)
+
+    async def send(self, request: Any) -> int:
+        """Send without waiting; returns the correlation id."""
+        cid = next(self._ids)
+        request.with_header(correlation_id=cid, client_id="raw-test")
+        self.writer.write(bytes(request.encode(header=True, framed=True)))
+        await self.writer.drain()
+        return cid
+
+    async def receive(self, response_class: Any, version: int) -> Any:
+        frame = await self.read_frame()
+        return response_class.decode(frame, version=version, header=True)
+
+    async def request(self, request: Any) -> Any:
+        version = request.API_VERSION
+        cid = await self.send(request)
+        response = await self.receive(codec.SUPPORTED_APIS[request.API_KEY].response, version)
+        assert response.header.correlation_id == cid
+        return response
+
+    async def write_raw(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def read_frame(self) -> bytes:
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        return await self.reader.readexactly(size)
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.writer.wait_closed()
+
+
+def produce_request(
+    topic: str,
+    partition: int,
+    records: bytes,
+    *,
+    acks: int = -1,
+    timeout_ms: int = 5000,
+    version: int = 9,
+) -> Any:
+    pr = codec.SUPPORTED_APIS[codec.PRODUCE].request
+    data = pr.TopicProduceData(
+        name=topic,
+        partition_data=[pr.TopicProduceData.PartitionProduceData(index=partition, records=records)],
+    )
+    return pr(
+        version=version, transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[data]
+    )
+
+
+def fetch_request(topic: str, partition: int, offset: int, **options: int) -> Any:
+    """A fetch of one partition; ``options`` as :func:`fetch_partitions_request`'s."""
+    return fetch_partitions_request(topic, {partition: offset}, **options)
+
+
+def fetch_partitions_request(
+    topic: str,
+    offsets: Mapping[int, int],
+    *,
+    max_wait_ms: int,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 24,
+    partition_max_bytes: int = 1 << 20,
+    version: int = 12,
+) -> Any:
+    """A fetch of ``topic``'s partitions, each from its offset, in the mapping's order."""
+    fr = codec.SUPPORTED_APIS[codec.FETCH].request
+    parts = [
+        fr.FetchTopic.FetchPartition(
+            partition=partition,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes,
+        )
+        for partition, offset in offsets.items()
+    ]
+    return fr(
+        version=version,
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[fr.FetchTopic(topic=topic, partitions=parts)],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def metadata_request(*topics: str, version: int = 12) -> Any:
+    mr = codec.SUPPORTED_APIS[codec.METADATA].request
+    return mr(
+        version=version,
+        topics=[mr.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+
+
+def produce_partition(response: Any) -> Any:
+    """The single partition answer of a one-partition produce response."""
+    return response.responses[0].partition_responses[0]
+
+
+def fetch_partition(response: Any) -> Any:
+    return response.responses[0].partitions[0]

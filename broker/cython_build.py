@@ -1,0 +1,1 @@
+../cython_build.py
