@@ -10,6 +10,7 @@ import pydoc
 import pytest
 
 import purgatory
+import purgatory.core
 
 from .api_kit import check_all_is_the_public_api, check_init_only_re_exports
 
@@ -51,7 +52,22 @@ SIGNATURES = {
     "IdleTracker": (
         "(timeout_ms: 'int', on_idle: 'Callable[[Any], object]', *, timer: 'Timer') -> 'None'"
     ),
+    # the core's own, with defaults before the keyword-only marker and named constants
+    "core.WheelTimer": (
+        "(name: 'str' = 'timer', *, tick_ms: 'int' = 1, wheel_size: 'int' = 20, "
+        "clock: 'Clock') -> 'None'"
+    ),
+    "core.Purgatory": (
+        "(name: 'str' = 'purgatory', *, timer: 'Timer', purge_interval: 'int' = 1000, "
+        "timer_enabled: 'bool' = True) -> 'None'"
+    ),
+    "core.Histogram": "() -> 'None'",
 }
+
+
+def _public(name: str) -> type:
+    module, _, attr = name.rpartition(".")
+    return getattr(purgatory.core if module == "core" else purgatory, attr)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
@@ -59,7 +75,7 @@ def test_constructors_show_their_real_signature_on_either_build(name: str) -> No
     """The compiled core's extension types hide ``__init__`` behind a slot wrapper;
     ``inspect.signature`` (so ``help()`` and IDEs that ask the runtime) still gives the
     real parameters, the same on both builds."""
-    assert str(inspect.signature(getattr(purgatory, name))) == SIGNATURES[name]
+    assert str(inspect.signature(_public(name))) == SIGNATURES[name]
 
 
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
@@ -68,17 +84,23 @@ def test_help_lists_the_real_init_on_either_build(name: str) -> None:
     is a slot wrapper: it showed ``__init__(self, /, *args, **kwargs)`` there. Now
     it shows the constructor's parameters on both builds (without their annotations
     in the compiled core)."""
-    cls = getattr(purgatory, name)
+    cls = _public(name)
     text = pydoc.render_doc(cls, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
     [line] = [ln.strip(" |") for ln in text.splitlines() if ln.strip(" |").startswith("__init__(")]
     shown = ast.parse(f"def {line.rstrip()}: pass").body[0]
     assert isinstance(shown, ast.FunctionDef)
     params = inspect.signature(cls).parameters.values()
-    want = [(p.name, p.kind == p.KEYWORD_ONLY) for p in params]
+    want = [(p.name, p.kind == p.KEYWORD_ONLY, p.default) for p in params]
     args = shown.args
-    got = [(a.arg, False) for a in args.args if a.arg != "self"]
-    got += [(a.arg, True) for a in args.kwonlyargs]
-    assert got == want, line
+    positional = [a for a in args.args if a.arg != "self"]
+    defaults: list[object] = [inspect.Parameter.empty] * (len(positional) - len(args.defaults))
+    defaults += [ast.literal_eval(d) for d in args.defaults]
+    got = [(a.arg, False, d) for a, d in zip(positional, defaults, strict=True)]
+    got += [
+        (a.arg, True, inspect.Parameter.empty if d is None else ast.literal_eval(d))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
+    assert got == want, line  # the same names, kinds and defaults (the constants' values)
 
 
 def test_a_subclass_with_its_own_init_shows_that_init() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
+import sys
 from types import FunctionType
 from typing import Any
 
@@ -36,7 +36,6 @@ _TEXT_SIGNATURE_END = ")\n--\n\n"
 
 _POSITIONAL = inspect.Parameter.POSITIONAL_ONLY
 _EITHER = inspect.Parameter.POSITIONAL_OR_KEYWORD
-_STAR = "_bare_star_"  # stands for a bare * while the line is parsed
 
 
 class InitSignature:
@@ -80,27 +79,30 @@ def _from_docstring(cls: type) -> inspect.Signature | None:
     Cython places a bare ``*`` (keyword-only parameters follow) one place too far
     to the right in a constructor's line (it counts the hidden ``self``):
     ``_Tracker(timeout_ms, on_idle, timer, *)`` stands for
-    ``(timeout_ms, on_idle, *, timer)``; this moves it back.
+    ``(timeout_ms, on_idle, *, timer)``, and ``Purgatory(name='purgatory', timer, *,
+    purge_interval=1000)`` for ``(name='purgatory', *, timer, purge_interval=1000)``;
+    this moves it back. A default that names a constant of the class's module
+    (``DEFAULT_TICK_MS``) is that constant's value.
     """
     first = (cls.__doc__ or "").partition("\n")[0]
     if not first.startswith(cls.__name__ + "("):
         return None
-    text = re.sub(r"(?<=[(,] )\*(?=,|\))|(?<=\()\*(?=,|\))", _STAR, first[len(cls.__name__) :])
+    params_text, returns_text = _split_line(first[len(cls.__name__) :])
+    if params_text is None:
+        return None
+    items = _top_level_items(params_text)
+    if "*" in items:
+        at = items.index("*")
+        if at == 0:
+            return None  # not the shape Cython writes
+        items[at - 1], items[at] = items[at], items[at - 1]
     try:
-        func = ast.parse(f"def f{text}: pass").body[0]
+        func = ast.parse(f"def f({', '.join(items)}){returns_text}: pass").body[0]
     except SyntaxError:
         return None
     assert isinstance(func, ast.FunctionDef)
     args = func.args
-    names = [a.arg for a in args.args]
-    if _STAR in names:  # keyword-only parameters: those after the star, moved back one
-        at = names.index(_STAR) - 1
-        if args.defaults or at < 0:
-            return None  # not the shape Cython writes
-        moved = args.args[at : at + 1] + args.args[at + 2 :]
-        del args.args[at:]
-        args.kwonlyargs[:0] = moved
-        args.kw_defaults[:0] = [None] * len(moved)
+    namespace = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
     params: list[inspect.Parameter] = []
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
@@ -110,24 +112,69 @@ def _from_docstring(cls: type) -> inspect.Signature | None:
         if index == 0 and arg.arg == "self":
             continue  # the class's signature leaves self out
         kind = _POSITIONAL if arg in args.posonlyargs else _EITHER
-        params.append(_parameter(arg, kind, defaults[index]))
+        params.append(_parameter(arg, kind, defaults[index], namespace))
     if args.vararg is not None:
-        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None))
+        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None, namespace))
     params += [
-        _parameter(a, inspect.Parameter.KEYWORD_ONLY, kw_defaults[a]) for a in args.kwonlyargs
+        _parameter(a, inspect.Parameter.KEYWORD_ONLY, kw_defaults[a], namespace)
+        for a in args.kwonlyargs
     ]
     if args.kwarg is not None:
-        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None))
+        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None, namespace))
     returns = inspect.Signature.empty if func.returns is None else ast.unparse(func.returns)
     return inspect.Signature(params, return_annotation=returns)
 
 
-def _parameter(arg: ast.arg, kind: Any, default: ast.expr | None) -> inspect.Parameter:
+def _split_line(text: str) -> tuple[str | None, str]:
+    """``(params) -> ret`` as the text between the parentheses and what follows."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[1:index], text[index + 1 :]
+    return None, ""
+
+
+def _top_level_items(text: str) -> list[str]:
+    """The comma-separated items of a parameter list, commas inside brackets or
+    quotes left alone."""
+    items: list[str] = []
+    depth = 0
+    quote = ""
+    start = 0
+    for index, char in enumerate(text):
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    last = text[start:].strip()
+    if last:
+        items.append(last)
+    return items
+
+
+def _parameter(
+    arg: ast.arg, kind: Any, default: ast.expr | None, namespace: dict[str, Any]
+) -> inspect.Parameter:
     annotation = inspect.Parameter.empty if arg.annotation is None else ast.unparse(arg.annotation)
     value: object = inspect.Parameter.empty
     if default is not None:
         try:
             value = ast.literal_eval(default)
         except ValueError:
-            value = ast.unparse(default)
+            if isinstance(default, ast.Name) and default.id in namespace:
+                value = namespace[default.id]
+            else:
+                value = ast.unparse(default)
     return inspect.Parameter(arg.arg, kind, default=value, annotation=annotation)

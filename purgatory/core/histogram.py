@@ -12,6 +12,7 @@ bucket [96, 104); reported as 103, its upper edge (never understated).
 
 from __future__ import annotations
 
+from ._signature import InitSignature, init_doc
 from .quantile import quantile_rank
 
 __all__ = ["Histogram"]
@@ -43,7 +44,11 @@ class Histogram:
 
     __slots__ = ("_counts", "count", "max")
 
+    #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
+    __signature__ = InitSignature()
+
     def __init__(self) -> None:
+        "__init__(self)\n--\n\nAn empty histogram."
         # _counts[b] is bucket b's count; invariant: sums to count. Starts with the
         # exact buckets and grows when a larger value first arrives.
         self._counts: list[int] = [0] * _EXACT
@@ -83,3 +88,6 @@ class Histogram:
     def _check_invariants(self) -> None:
         assert sum(self._counts) == self.count
         assert all(c >= 0 for c in self._counts)
+
+
+init_doc(Histogram)  # the text signature is for the compiled core only

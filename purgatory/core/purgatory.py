@@ -98,6 +98,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._signature import InitSignature, init_doc
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .operation import CompletionListener, Operation
@@ -178,6 +179,9 @@ class Purgatory(CompletionListener):
         "timer_enabled",
     )
 
+    #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
+    __signature__ = InitSignature()
+
     def __init__(
         self,
         name: str = "purgatory",
@@ -186,6 +190,7 @@ class Purgatory(CompletionListener):
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
         timer_enabled: bool = True,
     ) -> None:
+        "__init__(self, name='purgatory', *, timer, purge_interval=1000, timer_enabled=True)\n--\n\nA purgatory named ``name`` that times its operations on ``timer``."
         if type(purge_interval) is not int or purge_interval < 0:
             raise ValueError(f"purge_interval must be a non-negative int, not {purge_interval!r}")
         self.name = name
@@ -574,3 +579,6 @@ class Purgatory(CompletionListener):
             f"<{type(self).__name__} {self.name!r} watched={self._watched} "
             f"num_delayed={self._num_delayed} keys={len(self._watchers)} build={BUILD}>"
         )
+
+
+init_doc(Purgatory)  # the text signature is for the compiled core only

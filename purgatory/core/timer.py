@@ -83,6 +83,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from ._signature import InitSignature, init_doc
 from .clock import Clock
 from .delay_queue import DelayQueue
 from .report import collect, raise_collected
@@ -240,6 +241,9 @@ class WheelTimer(TaskSink):
         "name",
     )
 
+    #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
+    __signature__ = InitSignature()
+
     def __init__(
         self,
         name: str = "timer",
@@ -248,6 +252,7 @@ class WheelTimer(TaskSink):
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         clock: Clock,
     ) -> None:
+        "__init__(self, name='timer', *, tick_ms=1, wheel_size=20, clock)\n--\n\nA timer named ``name`` whose finest wheel has ``wheel_size`` buckets of ``tick_ms``."
         for setting, value, limit in (
             ("tick_ms", tick_ms, MAX_DELAY_MS),
             ("wheel_size", wheel_size, MAX_WHEEL_SIZE),
@@ -544,3 +549,6 @@ class WheelTimer(TaskSink):
             f"<{type(self).__name__} {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
             f"wheel_size={self.wheel_size} levels={levels} build={BUILD}>"
         )
+
+
+init_doc(WheelTimer)  # the text signature is for the compiled core only
