@@ -123,6 +123,24 @@ def test_purge(capsys: pytest.CaptureFixture[str]) -> None:
     assert_page_shows("explanation/purge.md", capsys.readouterr().out)
 
 
+def test_timer(capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    assert asyncio.run(load("timer").main()) == 0
+    printed = capsys.readouterr().out
+    assert_page_shows("how-to/timer.md", printed)
+    assert len(printed.splitlines()) == len(shown_output("how-to/timer.md"))
+
+
+def test_idle(capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    assert asyncio.run(load("idle").main()) == ["conn-1"]
+    printed = capsys.readouterr().out
+    assert_page_shows("how-to/idle.md", printed)
+    assert len(printed.splitlines()) == len(shown_output("how-to/idle.md"))
+
+
 def test_every_example_is_tested_and_shown() -> None:
     """Each example has a test here and is included by a page."""
     source = Path(__file__).read_text(encoding="utf-8")
@@ -164,6 +182,8 @@ def test_site_builds_with_every_page(site: Path) -> None:
         "index",
         "tutorial",
         "how-to/long-poll",
+        "how-to/timer",
+        "how-to/idle",
         "how-to/testing",
         "how-to/trio",
         "how-to/metrics",
@@ -173,6 +193,12 @@ def test_site_builds_with_every_page(site: Path) -> None:
         "explanation/purge",
         "explanation/kafka",
         "explanation/compiled",
+        "explanation/layout",
+        "broker/index",
+        "broker/simulation",
+        "broker/wire",
+        "broker/pipeline",
+        "broker/layout",
         "changelog",
     ):
         assert (site / f"{page}.html").is_file(), page

@@ -1,8 +1,8 @@
 """The README's Python snippets run as shown and print what their comments say.
 
-Each ```python block is a whole program: it runs in a fresh interpreter, and its
-standard output must be, line for line, the ``# prints: ...`` comments of the
-block in their order.
+Each ```python block (the README, a landing page, has one) is a whole program: it
+runs in a fresh interpreter, and its standard output must be, line for line, the
+``# prints: ...`` comments of the block in their order.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ BLOCKS = re.findall(r"^```python\n(.*?)^```$", README.read_text(encoding="utf-8"
 
 
 def test_the_readme_has_its_snippets() -> None:
-    assert len(BLOCKS) >= 3
+    assert len(BLOCKS) >= 1
 
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i + 1}" for i in range(len(BLOCKS))])

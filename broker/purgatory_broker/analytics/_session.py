@@ -20,7 +20,7 @@
 * under ``spark-submit`` the JVM is already running when Python starts, with
   Spark's own log profile: pass ``--driver-java-options
   -Dlog4j2.configurationFile=broker/purgatory_broker/analytics/log4j2.properties`` for the
-  same quiet log (the README's command does);
+  same quiet log (the command in docs/broker/pipeline.md does);
 * in local mode, the driver bound to 127.0.0.1 (``SPARK_LOCAL_IP``,
   ``spark.driver.host``, ``spark.driver.bindAddress``) and few shuffle
   partitions (twice the cores), since a local run never needs Spark's 200;

@@ -153,7 +153,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
 
 
 def add_limit_options(p: argparse.ArgumentParser) -> None:
-    """The options that keep one client from taking the broker down (README: limits)."""
+    """The options that keep one client from taking the broker down (docs/broker/wire.md)."""
     g = p.add_argument_group("limits")
     g.add_argument(
         "--max-partitions",
@@ -227,7 +227,7 @@ GROUP_OPTIONS = (
 
 
 def add_group_options(p: argparse.ArgumentParser) -> None:
-    """The consumer-group coordinator's settings (README: consumer groups)."""
+    """The consumer-group coordinator's settings (docs/broker/wire.md: consumer groups)."""
     g = p.add_argument_group("consumer groups")
     for field, text in GROUP_OPTIONS:
         g.add_argument(
