@@ -90,7 +90,7 @@ def test_parts_reach_each_other_only_through_public_modules(name: str) -> None:
 
 def _library_files() -> list[Path]:
     top = ROOT.parent
-    folders = [ROOT, top / "tests", top / "examples", top / "benchmarks"]
+    folders = [ROOT, top / "tests", top / "examples", top / "benchmarks", top / "docs"]
     return [path for folder in folders if folder.is_dir() for path in folder.rglob("*.py")]
 
 
@@ -112,7 +112,16 @@ def test_the_library_never_imports_the_application() -> None:
 
 
 CLIENT_IMPORTS = sorted(
-    set(client_imports([ROOT.parent / "examples", ROOT.parent / "benchmarks"], "purgatory")),
+    set(
+        client_imports(
+            [
+                ROOT.parent / "examples",
+                ROOT.parent / "benchmarks",
+                ROOT.parent / "docs" / "examples",
+            ],
+            "purgatory",
+        )
+    ),
     key=str,
 )
 
@@ -120,6 +129,10 @@ CLIENT_IMPORTS = sorted(
 def test_the_examples_and_benchmarks_are_seen() -> None:
     modules = {module for _, module, _ in CLIENT_IMPORTS}
     assert {"purgatory", "purgatory.core", "purgatory.contrib.prometheus"} <= modules
+    assert any(
+        path.parent.name == "examples" and path.parent.parent.name == "docs"
+        for path, _, _ in CLIENT_IMPORTS
+    )  # the docs' examples too
 
 
 @pytest.mark.parametrize(
