@@ -190,7 +190,7 @@ class Purgatory(CompletionListener):
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
         timer_enabled: bool = True,
     ) -> None:
-        "__init__(self, name='purgatory', *, timer, purge_interval=1000, timer_enabled=True)\n--\n\nA purgatory named ``name`` that times its operations on ``timer``."
+        "__init__(self, name='purgatory', *, timer, purge_interval=1000, timer_enabled=True)\n--\n\nA purgatory named ``name`` that times its operations on ``timer``."  # noqa: E501
         if type(purge_interval) is not int or purge_interval < 0:
             raise ValueError(f"purge_interval must be a non-negative int, not {purge_interval!r}")
         self.name = name

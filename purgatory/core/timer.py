@@ -252,7 +252,7 @@ class WheelTimer(TaskSink):
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         clock: Clock,
     ) -> None:
-        "__init__(self, name='timer', *, tick_ms=1, wheel_size=20, clock)\n--\n\nA timer named ``name`` whose finest wheel has ``wheel_size`` buckets of ``tick_ms``."
+        "__init__(self, name='timer', *, tick_ms=1, wheel_size=20, clock)\n--\n\nA timer named ``name`` whose finest wheel has ``wheel_size`` buckets of ``tick_ms``."  # noqa: E501
         for setting, value, limit in (
             ("tick_ms", tick_ms, MAX_DELAY_MS),
             ("wheel_size", wheel_size, MAX_WHEEL_SIZE),
