@@ -19,9 +19,17 @@ from pathlib import Path
 from types import TracebackType
 
 #: The root of the suite's project (the folder above its tests, found without following
-#: links: the application's suite links this file): children run there, so
-#: ``python -m <its tests' package>...`` imports.
+#: links: the application's suite links this file): children run there.
 ROOT = Path(__file__).absolute().parents[1]
+
+#: How a child runs ``-m MODULE ARGS``: as ``python -m`` does, but with ROOT appended to
+#: sys.path instead of the working directory prepended (``-P``), so the tests' package
+#: imports and an installed package still wins over the source tree's (the suite runs
+#: against the installed wheels: ``--import-mode=append``, ``PURGATORY_EXPECT_INSTALLED``)
+RUN_MODULE = (
+    "import runpy, sys; sys.path.append(sys.argv.pop(1)); "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
 
 
 class Child:
@@ -32,6 +40,8 @@ class Child:
     def __init__(
         self, args: Sequence[str], *, program: str | None = None, merge_stderr: bool = False
     ) -> None:
+        if program is None and args and args[0] == "-m":
+            args = ["-P", "-c", RUN_MODULE, str(ROOT), *args[1:]]
         self.proc = subprocess.Popen(
             [sys.executable if program is None else program, *args],
             cwd=ROOT,

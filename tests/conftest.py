@@ -21,6 +21,13 @@ import uvloop
 from purgatory import SystemTimer
 from purgatory.testing import ManualClock
 
+from .install_kit import check_installed
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """PURGATORY_EXPECT_INSTALLED=1: the library must come from site-packages."""
+    check_installed(["purgatory"])
+
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item

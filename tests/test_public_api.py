@@ -41,7 +41,9 @@ def test_the_core_imports_no_third_party_package() -> None:
         "heavy = {'pyarrow', 'pyspark', 'pandas', 'uvloop', 'anyio', 'trio', 'kafka'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
     assert purgatory.__all__ == sorted(purgatory.__all__)
 

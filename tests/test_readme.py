@@ -27,7 +27,7 @@ def test_a_snippet_runs_and_prints_what_it_says(code: str) -> None:
     expected = re.findall(r"# prints: (.*)$", code, re.M)
     assert expected, "a snippet says what it prints"
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [line.strip() for line in expected]

@@ -72,6 +72,7 @@ def test_mypy_strict_finds_and_types_the_package(user_module: Path) -> None:
     assert 'Revealed type is "purgatory.core.operation.Outcome"' in out
 
 
+@pytest.mark.system  # pyright runs on Node.js
 def test_pyright_finds_and_types_the_package(user_module: Path) -> None:
     pyright = shutil.which("pyright", path=str(Path(sys.executable).parent))
     assert pyright is not None, "pyright is missing: install the dev extra"

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 #: The application's folder (broker/): programs run with it as their working directory, so
-#: ``python -m purgatory_broker.wire`` and the scripts of its examples/ work.
+#: the scripts of its examples/ are found; ``-P`` keeps that folder off sys.path, so
+#: ``python -m purgatory_broker.wire`` imports the installed package, not the source tree's.
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,7 +33,7 @@ def run_cli(
     cwd: Path | None = None,
     columns: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python ARGS`` from the repository root and return what it did.
+    """Run ``python -P ARGS`` from the application's folder and return what it did.
 
     ``env`` adds to (or overrides) the test's environment; ``columns`` sets the
     terminal width a program sees through ``COLUMNS``. Raises
@@ -45,7 +46,7 @@ def run_cli(
     if env is not None:
         child_env.update(env)
     return subprocess.run(
-        [sys.executable, *args],
+        [sys.executable, "-P", *args],
         cwd=ROOT if cwd is None else cwd,
         env=child_env,
         capture_output=True,

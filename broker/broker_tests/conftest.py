@@ -17,6 +17,14 @@ import uvloop
 from purgatory import SystemTimer
 from purgatory.testing import ManualClock
 
+from .install_kit import check_installed
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """PURGATORY_EXPECT_INSTALLED=1: both packages must come from site-packages (the
+    check imports them now, before a test could put a source tree on sys.path)."""
+    check_installed(["purgatory", "purgatory_broker"])
+
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item

@@ -32,6 +32,7 @@ def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """broker/setup.py's namespace, its ``setup()`` call captured instead of run."""
     captured: dict[str, Any] = {}
     monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.setattr(sys, "path", [*sys.path])  # the script inserts its folder
     namespace = runpy.run_path(str(SETUP))
     namespace["captured"] = captured
     return namespace
@@ -58,7 +59,7 @@ def test_the_environment_variable_forces_the_pure_build() -> None:
     )
     env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["py", "py"]
 

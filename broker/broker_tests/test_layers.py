@@ -180,5 +180,7 @@ def test_importing_analytics_loads_no_heavy_library() -> None:
         "heavy = {'pandas', 'pyarrow', 'numpy', 'pyspark', 'py4j', 'purgatory_broker.broker'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -36,5 +36,7 @@ def test_the_broker_imports_no_heavy_package() -> None:
         "heavy = {'pyarrow', 'pyspark', 'pandas', 'uvloop', 'anyio', 'trio', 'kafka'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -81,5 +81,7 @@ def test_importing_the_schema_loads_neither_the_broker_nor_pyarrow() -> None:
         "print(sorted(m for m in sys.modules"
         " if m.startswith(('purgatory_broker.broker', 'pyarrow'))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -784,4 +784,4 @@ asyncio.run(main())
 loaded = sorted(m for m in ("trio", "anyio", "sniffio", "outcome") if m in sys.modules)
 assert not loaded, loaded
 """
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=60)

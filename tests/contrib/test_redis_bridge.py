@@ -33,6 +33,8 @@ from purgatory.contrib.redis import (
 from tests.childproc import Child
 from tests.contrib.redis_kit import RedisServer
 
+pytestmark = pytest.mark.system  # redis-server
+
 GUARD_S = 20  # a hang guard, far below the watchers' timeout
 TIMEOUT_MS = 60_000
 

@@ -27,6 +27,8 @@ from tests.contrib.redis_kit import RedisServer, free_port
 
 from .watch_kit import EXAMPLES, GUARD_S, LONG_MS
 
+pytestmark = pytest.mark.system  # redis-server
+
 WORKERS = 4
 MAX_POLLS = 64  # P(some worker got none of them) is about 4 * (3/4)**64
 MAX_ROUNDS = 2000  # /whoami requests in one wait

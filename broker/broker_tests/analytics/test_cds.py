@@ -21,6 +21,8 @@ from purgatory_broker.analytics import _cds
 import purgatory
 from broker_tests.cli_kit import run_cli
 
+pytestmark = pytest.mark.system  # Java: Spark's JVM
+
 
 def _java(tmp_path: Path, version: str = "17.0.15") -> Path:
     home = tmp_path / "jdk"

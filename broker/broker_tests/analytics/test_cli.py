@@ -35,6 +35,7 @@ def test_help_explains_every_option(
         assert option in text, option
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_report_refuses_a_bad_trace(
     spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,6 +199,7 @@ def test_sweep_checks_grid_keys_against_the_task_before_spark(tmp_path: Path) ->
     assert_one_line_error(result, status=2, mentions="follower_lag")
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_a_sweep_whose_configurations_all_fail_says_why(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run_cli(
@@ -240,12 +242,13 @@ def test_spark_that_does_not_start_is_one_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_ctrl_c_stops_quietly(tmp_path: Path) -> None:
     trace = _trace(tmp_path / "trace")
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     child = subprocess.Popen(
-        [sys.executable, *_CLI, "report", str(trace), "--out", str(out)],
+        [sys.executable, "-P", *_CLI, "report", str(trace), "--out", str(out)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

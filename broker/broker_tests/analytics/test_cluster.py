@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = [
+    pytest.mark.system,  # Java: a Spark cluster
     pytest.mark.skipif(
         shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
         reason="Java is missing: a Spark cluster needs it",

@@ -50,6 +50,7 @@ def _joined(
     return joined
 
 
+@pytest.mark.system  # Java: a Spark session
 @pytest.mark.parametrize(
     ("name", "keys"),
     [
@@ -71,6 +72,7 @@ def test_every_figure_is_exact_percentiles_included(
         assert np.array_equal(spark, ref), f"{name}.{column}"
 
 
+@pytest.mark.system  # Java: a Spark session
 @pytest.mark.parametrize(
     ("name", "keys"),
     [

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 
 import pyarrow.parquet as pq
+import pytest
 from purgatory_broker.analytics import REASONS
 
 from .conftest import BAD_ROWS, SYNTHETIC_ROWS, Report
+
+pytestmark = pytest.mark.system  # Java: a Spark session
 
 TABLES = (
     "row_checks",

@@ -81,6 +81,7 @@ def test_workload_refuses_unknown_settings() -> None:
         run_workload({"mix": "medium"})
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_sweep_runs_one_task_per_config(spark: SparkSession, tmp_path: Path) -> None:
     configs = expand_grid({"tick_ms": [1, 10], "wheel_size": [20]}, SHORT)
     configs.append({"tick_ms": 1, "bogus": 1})  # a failing configuration
@@ -98,6 +99,7 @@ def test_sweep_runs_one_task_per_config(spark: SparkSession, tmp_path: Path) -> 
     assert "<script" not in html and html.count("<svg") == 2
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_sweep_task_is_pluggable(spark: SparkSession, tmp_path: Path) -> None:
     # any importable (config: dict) -> dict works; builtins.dict echoes the config
     configs = expand_grid({"tick_ms": [1, 2], "answer": [42]})
@@ -107,6 +109,7 @@ def test_sweep_task_is_pluggable(spark: SparkSession, tmp_path: Path) -> None:
     assert "Results" in Path(result.html).read_text(encoding="utf-8")
 
 
+@pytest.mark.system  # Java: a Spark session
 def test_sweep_over_the_broker_simulation(spark: SparkSession, tmp_path: Path) -> None:
     """Two simulation configurations (follower lag varies) as Spark tasks, and a bad one."""
     task = "purgatory_broker.analytics.simulation_task:run_simulation"

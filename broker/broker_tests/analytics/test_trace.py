@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from purgatory_broker.analytics import TraceSchemaError, read_trace, synthetic_trace
 
+pytestmark = pytest.mark.system  # Java: a Spark session
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -58,7 +58,7 @@ def child(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Child]:
         args.append("--uvloop")
     with stderr.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", WRAPPER, str(DESCRIPTOR_LIMIT), *args],
+            [sys.executable, "-P", "-c", WRAPPER, str(DESCRIPTOR_LIMIT), *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=err,

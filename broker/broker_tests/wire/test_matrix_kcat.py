@@ -66,6 +66,8 @@ from .test_groups import PARTITIONS as GROUP_PARTITIONS
 from .test_groups import TOPIC as GROUP_TOPIC
 from .test_groups import committed, high_watermarks, produce, wait_until
 
+pytestmark = pytest.mark.system  # kcat
+
 ACKS = {0: "0", 1: "1", -1: "all"}
 V4 = ["-X", "broker.address.family=v4"]
 

@@ -77,6 +77,8 @@ from .test_groups import PARTITIONS as GROUP_PARTITIONS
 from .test_groups import TOPIC as GROUP_TOPIC
 from .test_groups import committed, high_watermarks, produce, split, total, wait_until
 
+pytestmark = pytest.mark.system  # node and the Node.js clients
+
 NODE_DIR = Path(__file__).resolve().parent / "clients" / "node"
 INSTALL = "bash broker/broker_tests/wire/clients/install.sh"
 Event = dict[str, Any]

@@ -1,0 +1,1 @@
+../../tests/install_kit.py
