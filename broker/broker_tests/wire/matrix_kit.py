@@ -187,6 +187,24 @@ def stored_batches(bt: BrokerThread, topic: str) -> list[RecordBatchHeader]:
     return bt.call(read)
 
 
+def readable(bt: BrokerThread, topic: str) -> int:
+    """How many offsets of ``topic`` a consumer can read (its high watermarks' sum)."""
+
+    def read(wb: KafkaWireBroker) -> int:
+        parts = (wb.broker.partition(TopicPartition(topic, p)) for p in range(PARTITIONS))
+        return sum(p.high_watermark for p in parts if p is not None)
+
+    return bt.call(read)
+
+
+def wait_readable(bt: BrokerThread, topic: str, count: int) -> None:
+    """Wait (DEADLINE_S at most) until ``count`` records of ``topic`` can be read. A
+    producer that returns after acks=0 has only written its requests to the socket: the
+    broker may not have appended them yet, so a reader that stops at the end of each
+    partition (``kcat -C -e``) must not start before this."""
+    wait_until(lambda: readable(bt, topic) >= count, f"{count} records of {topic} readable")
+
+
 def check_stored_batches(bt: BrokerThread, topic: str, variant: Variant) -> None:
     """The batches are compressed with the variant's codec, and carry a producer id
     (and sequence numbers) if and only if the producer was idempotent."""

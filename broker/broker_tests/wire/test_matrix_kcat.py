@@ -60,6 +60,7 @@ from .matrix_kit import (
     matrix_config,
     records,
     topic_of,
+    wait_readable,
 )
 from .rawclient import RawClient
 from .test_groups import PARTITIONS as GROUP_PARTITIONS
@@ -114,7 +115,9 @@ def read_json(line: bytes | str) -> Read:
 
 
 def consume_kcat(bootstrap: str, topic: str) -> list[Read]:
-    """``kcat -C -e``: every partition of ``topic`` from the beginning to its end."""
+    """``kcat -C -e``: every partition of ``topic`` from the beginning to the end it
+    finds (so after an acks=0 produce, only once the broker has the records:
+    :func:`~.matrix_kit.wait_readable`)."""
     out = run_kcat(["-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-J", "-q"])
     return [read_json(line) for line in out.splitlines()]
 
@@ -126,6 +129,7 @@ def test_every_produce_variant_reads_back() -> None:
             topic = topic_of("kcat", variant)
             sent = records("kcat", variant, seq_header=False)
             produce_kcat(bt.bootstrap_servers, topic, variant, sent)
+            wait_readable(bt, topic, len(sent))  # kcat -C -e stops at the end it finds
             check_read_back(sent, consume_kcat(bt.bootstrap_servers, topic))
             check_stored_batches(bt, topic, variant)
         assert bt.call(lambda wb: wb.stats.internal_errors) == 0
