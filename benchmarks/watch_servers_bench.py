@@ -2,10 +2,14 @@
 the same service written the naive asyncio way, under the same load, in one run.
 
 Usage: python benchmarks/watch_servers_bench.py [--frameworks aiohttp,starlette]
-       [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20] [--python-gc]
+       [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20] [--rounds 1]
+       [--python-gc]
 
 Four servers, one after the other, each in its own process (``--serve KIND``, on a
-socket it binds to 127.0.0.1 port 0), all on plain asyncio:
+socket it binds to 127.0.0.1 port 0), all on plain asyncio; ``--rounds N`` runs
+them N times, the naive server first in every other round, and adds each round's
+recipe / naive CPU ratio and their median (one 20 s run per server does not
+resolve a 10-20 % difference on a 2-core host whose speed drifts):
 
 * ``aiohttp recipe`` / ``starlette recipe``: the examples themselves (a
   ``WatchPoll`` per poll in a ``DelayedOperationPurgatory``; uvicorn is
@@ -62,6 +66,7 @@ import random
 import resource
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -91,7 +96,10 @@ from watch_service import (  # noqa: E402
     tuned_gc,
 )
 
-KINDS = ("recipe", "naive")
+#: the servers of each framework: the recipe, the naive version, and on Starlette the
+#: naive version that also drops a wait whose client left, as the recipe does (aiohttp
+#: does it for both: ``handler_cancellation``)
+KINDS = {"aiohttp": ("recipe", "naive"), "starlette": ("recipe", "naive", "naive-gone")}
 LAST_POLL_MS = 10_000  # the polls pending at shutdown: a server that waits, waits this long
 KILL_AFTER_S = 60.0
 
@@ -259,6 +267,33 @@ def probing_asgi(app: Any, probe: Probe) -> Any:
     return probed
 
 
+async def until_gone(request: Any, waiting: Awaitable[Reply]) -> Reply | None:
+    """The naive Starlette server's way to drop a wait whose client left, as the recipe
+    does it (``watch_starlette.client_gone``, a task per poll awaiting the ASGI
+    ``http.disconnect``), the wait then cancelled; None if it was."""
+    from watch_starlette import client_gone
+
+    handler = asyncio.current_task()
+    assert handler is not None
+    answered = False
+
+    async def cancel_when_gone() -> None:
+        await client_gone(request.receive)
+        if not answered:
+            handler.cancel()
+
+    watcher = asyncio.ensure_future(cancel_when_gone())
+    try:
+        reply = await waiting
+    except asyncio.CancelledError:
+        if watcher.done() and handler.uncancel() == 0:
+            return None  # its client went away
+        watcher.cancel()
+        raise
+    answered = True
+    return reply
+
+
 async def serve_starlette(kind: str, sock: socket.socket, probe: Probe) -> None:
     import uvicorn
     from starlette.applications import Starlette
@@ -274,12 +309,16 @@ async def serve_starlette(kind: str, sock: socket.socket, probe: Probe) -> None:
         server: uvicorn.Server = WatchServer(uvicorn.Config(app, **options), service)  # type: ignore[arg-type]
     else:
         naive = NaiveWatch()
+        watches_disconnects = kind == "naive-gone"
 
         async def watch(request: Request) -> Response:
             query = request.query_params
-            reply = await naive.watch(
+            waiting = naive.watch(
                 request.path_params["key"], query.get("after"), query.get("timeout_ms")
             )
+            reply = await (until_gone(request, waiting) if watches_disconnects else waiting)
+            if reply is None:
+                return Response(status_code=499)
             return Response(reply.body or None, status_code=reply.status, headers=reply.headers)
 
         async def put(request: Request) -> Response:
@@ -302,7 +341,7 @@ def serve(name: str, probe_path: str, python_gc: bool) -> None:
     its :class:`Probe` recorded to ``probe_path``. In ``tuned_gc()`` as the recipes'
     ``main`` runs (naive servers too), unless ``python_gc``: the collector as Python
     sets it."""
-    framework, kind = name.split("-")
+    framework, kind = name.split("-", 1)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # proto IPPROTO_TCP, as getaddrinfo gives it: asyncio sets TCP_NODELAY on accepted
@@ -600,16 +639,43 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+def print_rounds(rows: list[Row], frameworks: Sequence[str]) -> None:
+    """Over ``--rounds``: each server's median CPU per answer, and each round's
+    recipe / naive ratio (the two ran one after the other in that round) with their
+    median: what decides "not above the naive version's" on a host whose speed drifts
+    between runs."""
+    print(
+        "\n| recipe against | recipe / naive CPU per answer, each round | median ratio "
+        "| median µs / answer: recipe, naive |"
+    )
+    print("|---|---|---:|---:|")
+    for framework in frameworks:
+        recipe = [r.cpu_us for r in rows if r.name == f"{framework}-recipe"]
+        for kind in KINDS[framework][1:]:
+            naive = [r.cpu_us for r in rows if r.name == f"{framework}-{kind}"]
+            ratios = [a / b for a, b in zip(recipe, naive, strict=True)]
+            print(
+                f"| {framework}-{kind} | {', '.join(f'{x:.2f}' for x in ratios)} "
+                f"| {statistics.median(ratios):.2f} "
+                f"| {statistics.median(recipe):,.0f}, {statistics.median(naive):,.0f} |"
+            )
+
+
 async def bench(args: argparse.Namespace) -> None:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     rows = []
-    for framework in args.frameworks:
-        for kind in KINDS:
-            name = f"{framework}-{kind}"
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            rows.append(await bench_one(name, args))
+    for round_ in range(args.rounds):
+        # alternate which kind goes first, so neither always meets the warmer host
+        for framework in args.frameworks:
+            kinds = KINDS[framework] if round_ % 2 == 0 else KINDS[framework][::-1]
+            for kind in kinds:
+                name = f"{framework}-{kind}"
+                print(f"{name} (round {round_ + 1}) ...", file=sys.stderr, flush=True)
+                rows.append(await bench_one(name, args))
     print_table(rows)
+    if args.rounds > 1:
+        print_rounds(rows, args.frameworks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -622,6 +688,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--puts-per-s", type=float, default=40.0)
     parser.add_argument("--duration-s", type=float, default=20.0)
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every server this many times, alternating which kind goes first; "
+        "with more than one, print each round's recipe / naive CPU ratio and the medians",
+    )
+    parser.add_argument(
         "--python-gc",
         action="store_true",
         help="leave every server's cyclic collector as Python sets it "
@@ -633,12 +706,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(args.serve, args.probe, args.python_gc)
         return 0
-    if not set(args.frameworks) <= {"aiohttp", "starlette"} or args.polls < 1 or args.keys < 1:
+    if not set(args.frameworks) <= {"aiohttp", "starlette"} or min(args.polls, args.keys) < 1:
         parser.error("--frameworks takes aiohttp,starlette; --polls and --keys at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     print(
         f"{platform.python_version()} on {os.cpu_count()} CPUs ({cpu_model()}); "
         f"load average {os.getloadavg()[0]:.2f}; {args.polls} polls over {args.keys} keys, "
-        f"{args.puts_per_s:g} puts/s, {args.duration_s:g} s; servers' gc "
+        f"{args.puts_per_s:g} puts/s, {args.duration_s:g} s, {args.rounds} round(s); servers' gc "
         f"{'as Python sets it' if args.python_gc else 'tuned_gc()'}",
         flush=True,
     )

@@ -15,8 +15,11 @@ The lifecycle:
   application's life. Entering it at startup binds the purgatory to the loop and
   starts its timer's reaper.
 * The shutdown's start, on uvicorn: :class:`WatchServer`, a ``uvicorn.Server``
-  whose ``shutdown()`` first calls ``await service.purgatory.close()``, which
-  answers every pending poll at once (503 ``server shutting down``). The lifespan
+  whose signal handler (``handle_exit``) has the loop call
+  ``service.purgatory.shutdown()`` at once (``call_threadsafe``), which answers every
+  pending poll (503 ``server shutting down``); uvicorn's own handler only sets a
+  flag its main loop reads every 0.1 s. Its ``shutdown()`` does the same first, for
+  a shutdown asked otherwise (``should_exit``). The lifespan
   cannot do it: uvicorn sends the lifespan's shutdown only after every
   connection has closed ("the lifespan teardown will run once all connections
   have been closed", Starlette's docs), so leaving it to the lifespan's exit makes
@@ -49,10 +52,12 @@ purgatory, are what made timeouts late with 5,000 polls pending: see ``watch_ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
@@ -127,8 +132,17 @@ class WatchServer(uvicorn.Server):
         super().__init__(config)
         self.service = service
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The SIGINT/SIGTERM handler. uvicorn's only sets ``should_exit``, which its
+        main loop reads every 0.1 s; this also answers the pending polls on the loop at
+        once (``shutdown()`` is idempotent: the lifespan's exit closes the rest)."""
+        super().handle_exit(sig, frame)
+        purgatory = self.service.purgatory
+        with contextlib.suppress(RuntimeError):  # not started yet, or closed already
+            purgatory.call_threadsafe(purgatory.shutdown)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self.service.purgatory.close()  # before uvicorn waits for the connections
+        self.service.purgatory.shutdown()  # before uvicorn waits for the connections
         await super().shutdown(sockets)
 
 

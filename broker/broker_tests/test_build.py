@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import runpy
 import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -19,23 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import setuptools
-from setuptools import Extension
 
 from purgatory.core import build
+
+from .portability_kit import check_cythonize_writes_outside_the_tree, run_setup
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 SETUP = Path(__file__).resolve().parents[1] / "setup.py"
 
 
 def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """broker/setup.py's namespace, its ``setup()`` call captured instead of run."""
-    captured: dict[str, Any] = {}
-    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
-    monkeypatch.setattr(sys, "path", [*sys.path])  # the script inserts its folder
-    namespace = runpy.run_path(str(SETUP))
-    namespace["captured"] = captured
-    return namespace
+    return run_setup(monkeypatch, SETUP)
 
 
 def test_the_compiled_modules_load_in_the_library_s_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,16 +70,4 @@ def test_the_build_makes_no_extensions_when_told_not_to(
 def test_cython_compiles_every_listed_module_outside_the_source_tree(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import Cython.Build
-
-    asked: dict[str, Any] = {}
-
-    def cythonize(modules: list[Extension], **options: Any) -> list[Extension]:
-        asked.update(options, modules=modules)
-        return []
-
-    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
-    monkeypatch.setattr(Cython.Build, "cythonize", cythonize)
-    script = _setup_script(monkeypatch)
-    assert asked["build_dir"] == script["CYTHON_BUILD_DIR"] == os.path.join("build", "cython")
-    assert {m.name for m in asked["modules"]} == set(script["COMPILED_MODULES"])
+    check_cythonize_writes_outside_the_tree(monkeypatch, SETUP)

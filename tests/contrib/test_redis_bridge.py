@@ -27,6 +27,7 @@ from purgatory.contrib.redis import (
     KeyEvents,
     KeyPublisher,
     ReconnectSchedule,
+    Refresh,
     decode_key,
     encode_key,
 )
@@ -97,13 +98,16 @@ class Pair:
 
 
 @asynccontextmanager
-async def running_pair(url: str, **options: Unpack[Timing]) -> AsyncIterator[Pair]:
-    """Two purgatories and their bridges, subscribed; all closed on the way out."""
+async def running_pair(
+    url: str, refresh: Refresh | None = None, **options: Unpack[Timing]
+) -> AsyncIterator[Pair]:
+    """Two purgatories and their bridges, subscribed; all closed on the way out.
+    ``refresh``: b's bridge's (a's has none)."""
     async with (
         Purg("a") as a,
         Purg("b") as b,
         KeyEvents(a, url, channel="test:keys", **options) as ea,
-        KeyEvents(b, url, channel="test:keys", **options) as eb,
+        KeyEvents(b, url, channel="test:keys", refresh=refresh, **options) as eb,
     ):
         async with asyncio.timeout(GUARD_S):
             await ea.wait_subscribed()
@@ -383,15 +387,8 @@ async def test_refresh_runs_before_the_checks_of_an_event_and_of_a_recheck(
     the reconnect (refreshed first too)."""
     truth = Shared()
     cache = Cache(truth)
-    async with (
-        Purg("a") as a,
-        Purg("b") as b,
-        KeyEvents(a, server.url, channel="test:keys", **FAST) as ea,
-        KeyEvents(b, server.url, channel="test:keys", refresh=cache.refresh, **FAST) as eb,
-    ):
-        async with asyncio.timeout(GUARD_S):
-            await ea.wait_subscribed()
-            await eb.wait_subscribed()
+    async with running_pair(server.url, cache.refresh, **FAST) as pair:
+        b, ea, eb = pair.b, pair.ea, pair.eb
         assert cache.calls == []  # nothing watched at the first re-check: nothing to refresh
         op = WaitFor(cache.view, "k")
         assert not b.try_complete_else_watch(op, ["k"])
@@ -438,15 +435,8 @@ async def test_events_received_during_a_refresh_are_refreshed_together_once_each
     watcher completes once."""
     truth = Shared()
     cache = GatedCache(truth)
-    async with (
-        Purg("a") as a,
-        Purg("b") as b,
-        KeyEvents(a, server.url, channel="test:keys", **FAST) as ea,
-        KeyEvents(b, server.url, channel="test:keys", refresh=cache.refresh, **FAST) as eb,
-    ):
-        async with asyncio.timeout(GUARD_S):
-            await ea.wait_subscribed()
-            await eb.wait_subscribed()
+    async with running_pair(server.url, cache.refresh, **FAST) as pair:
+        b, ea, eb = pair.b, pair.ea, pair.eb
         ops = {key: WaitFor(cache.view, key) for key in ("first", "x", "y")}
         for key, op in ops.items():
             assert not b.try_complete_else_watch(op, [key])

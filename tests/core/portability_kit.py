@@ -18,12 +18,15 @@ only, as it is or with :data:`ELSEWHERE` (``__linux__`` undefined,
 includes them (Python.h still may: it needs them on every platform), and returns
 the module's own lines of the preprocessed output, to search for what must not be
 left: :data:`POSIX_CLOCKS`, :data:`CPU_CRC`. :class:`PlatformCChecks` holds the
-tests; each suite subclasses it with its package's paths.
+tests; each suite subclasses it with its package's paths. Both suites' build tests
+also run a ``setup.py`` here (:func:`run_setup`) and check where Cython writes
+(:func:`check_cythonize_writes_outside_the_tree`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 import re
 import runpy
@@ -65,6 +68,36 @@ def setup_script(setup: Path) -> dict[str, Any]:
         patch.setenv("PURGATORY_NO_EXTENSIONS", "1")
         patch.setattr(setuptools, "setup", lambda **kwargs: None)
         return runpy.run_path(str(setup))
+
+
+def run_setup(monkeypatch: pytest.MonkeyPatch, setup: Path) -> dict[str, Any]:
+    """A setup.py's namespace as the environment leaves it, its ``setup()`` call
+    captured (``namespace["captured"]``: the keyword arguments) instead of run."""
+    captured: dict[str, Any] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.setattr(sys, "path", [*sys.path])  # the script inserts its folder
+    namespace = runpy.run_path(str(setup))
+    namespace["captured"] = captured
+    return namespace
+
+
+def check_cythonize_writes_outside_the_tree(monkeypatch: pytest.MonkeyPatch, setup: Path) -> None:
+    """A compiled build asks ``cythonize`` for every module of ``COMPILED_MODULES`` and
+    to write the generated C under ``CYTHON_BUILD_DIR``, ``build/cython`` (nothing in
+    the source tree, nothing in the sdist)."""
+    import Cython.Build
+
+    asked: dict[str, Any] = {}
+
+    def cythonize(modules: list[setuptools.Extension], **options: Any) -> list[Any]:
+        asked.update(options, modules=modules)
+        return []
+
+    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
+    monkeypatch.setattr(Cython.Build, "cythonize", cythonize)
+    script = run_setup(monkeypatch, setup)
+    assert asked["build_dir"] == script["CYTHON_BUILD_DIR"] == os.path.join("build", "cython")
+    assert {m.name for m in asked["modules"]} == set(script["COMPILED_MODULES"])
 
 
 def _cimported(root: Path, pxd: Path) -> set[Path]:

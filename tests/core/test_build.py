@@ -9,7 +9,6 @@ check what tells the builds apart and what must not.
 from __future__ import annotations
 
 import os
-import runpy
 import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -17,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import setuptools
 from setuptools import Distribution, Extension
 
 import purgatory
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
 from purgatory.core import build
 from purgatory.testing import ManualClock
+
+from .portability_kit import check_cythonize_writes_outside_the_tree, run_setup
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,13 +136,7 @@ def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
 
 
 def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """setup.py's namespace, its ``setup()`` call captured instead of run."""
-    captured: dict[str, Any] = {}
-    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
-    monkeypatch.setattr(sys, "path", [*sys.path])  # the script inserts its folder
-    namespace = runpy.run_path(str(ROOT / "setup.py"))
-    namespace["captured"] = captured
-    return namespace
+    return run_setup(monkeypatch, ROOT / "setup.py")
 
 
 def test_the_build_makes_no_extensions_when_told_not_to(
@@ -186,16 +180,4 @@ def test_a_build_without_cython_fails_unless_the_pure_build_is_asked_for(
 
 def test_cython_writes_its_c_outside_the_source_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     """cythonize is asked to write every generated file under build/cython/."""
-    import Cython.Build
-
-    asked: dict[str, Any] = {}
-
-    def cythonize(modules: list[Extension], **options: Any) -> list[Extension]:
-        asked.update(options, modules=modules)
-        return []
-
-    monkeypatch.delenv("PURGATORY_NO_EXTENSIONS", raising=False)
-    monkeypatch.setattr(Cython.Build, "cythonize", cythonize)
-    script = _setup_script(monkeypatch)
-    assert asked["build_dir"] == script["CYTHON_BUILD_DIR"] == os.path.join("build", "cython")
-    assert {m.name for m in asked["modules"]} == set(script["COMPILED_MODULES"])
+    check_cythonize_writes_outside_the_tree(monkeypatch, ROOT / "setup.py")

@@ -107,6 +107,31 @@ async def test_uvicorn_alone_waits_for_the_polls_before_the_lifespan_ends() -> N
     assert service.purgatory.closed and service.purgatory.statistics().expired == 1
 
 
+@pytest.mark.asyncio
+async def test_the_signal_itself_answers_the_pending_polls() -> None:
+    """WatchServer.handle_exit, as SIGTERM calls it, answers the polls on the loop at
+    once: with uvicorn's flag taken back right after, uvicorn never starts its
+    shutdown, and the polls are answered 503 all the same. (uvicorn raises the signals
+    its handler saw again once it has served: here to a handler that ignores it.)"""
+    service = WatchService()
+    watch_server = server(service, "127.0.0.1", 0, log_config=None)
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    task, port = await run(watch_server)
+    try:
+        polls = [await kit.RawPoll.open(port, f"/watch/k{i}?timeout_ms=60000") for i in range(3)]
+        await kit.wait_until(lambda: service.purgatory.num_delayed == 3, "the polls wait")
+        watch_server.handle_exit(signal.SIGTERM, None)
+        watch_server.should_exit = False  # uvicorn's own way out: not taken
+        async with asyncio.timeout(kit.GUARD_S):
+            answers = [await poll.answer() for poll in polls]
+        assert {status for status, _ in answers} == {503}
+        assert service.purgatory.closed and not task.done()
+        assert service.purgatory.statistics().cancelled == 3
+    finally:
+        await stop(watch_server, task)
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_the_script_shuts_down_on_sigterm() -> None:
     # after its graceful shutdown uvicorn raises the signal it caught again, so the
     # process ends by SIGTERM, as a shell expects of a terminated program
