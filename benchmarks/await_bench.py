@@ -9,7 +9,8 @@ the wait, the wake-up, the task's end), the best of ``--rounds``:
 
 * ``tasks``: the tasks alone, waiting for nothing (every variant pays this);
 * ``floor``: the loop's own minimum: each task awaits a bare future, the
-  driver resolves it (woken) or a ``loop.call_later`` handle does (expired);
+  driver resolves it (woken: key by key, as the other drivers wake their waiters,
+  see :func:`resolve_by_key`) or a ``loop.call_later`` handle does (expired);
   woken, it has no timeout at all (nothing is scheduled or unscheduled);
 * ``floor+timer``: the loop's minimum for a wait *with a timeout*: the same
   future plus a ``loop.call_later`` handle that would resolve it, which the task
@@ -68,6 +69,16 @@ class Wait(DelayedOperation[bool]):
 Run = Callable[[int, bool], Awaitable[None]]
 
 
+def resolve_by_key(futures: list[asyncio.Future[None]]) -> None:
+    """Resolve the futures key by key (future i is on key i % KEYS), the order in which
+    the purgatory's and the events' drivers wake their waiters: tasks woken far apart
+    in memory cost more than tasks woken in the order they were made (measured: about
+    1 µs a wait on uvloop), so the floor pays the same order as its peers."""
+    for key in range(KEYS):
+        for fut in futures[key::KEYS]:
+            fut.set_result(None)
+
+
 async def floor(waits: int, woken: bool) -> None:
     loop = asyncio.get_running_loop()
     futures = [loop.create_future() for _ in range(waits)]
@@ -80,8 +91,7 @@ async def floor(waits: int, woken: bool) -> None:
     tasks = [loop.create_task(one(f)) for f in futures]
     await asyncio.sleep(0)
     if woken:
-        for fut in futures:
-            fut.set_result(None)
+        resolve_by_key(futures)
     await asyncio.gather(*tasks)
 
 
@@ -98,8 +108,7 @@ async def floor_timer(waits: int, woken: bool) -> None:
     tasks = [loop.create_task(one(f)) for f in futures]
     await asyncio.sleep(0)
     if woken:
-        for fut in futures:
-            fut.set_result(None)
+        resolve_by_key(futures)
     await asyncio.gather(*tasks)
 
 
