@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
-import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import pytest
 
 from purgatory.core import build
 
-from .portability_kit import check_cythonize_writes_outside_the_tree, run_setup
+from .portability_kit import check_cythonize_writes_outside_the_tree, run_pure, run_setup
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 SETUP = Path(__file__).resolve().parents[1] / "setup.py"
@@ -50,11 +48,7 @@ def test_the_environment_variable_forces_the_pure_build() -> None:
         "import purgatory_broker.broker.storage.records as r, purgatory_broker.sim.clients as c;"
         "print(r.__file__.rsplit('.', 1)[-1], c.__file__.rsplit('.', 1)[-1])"
     )
-    env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["py", "py"]
+    assert run_pure(code).split() == ["py", "py"]
 
 
 def test_the_build_makes_no_extensions_when_told_not_to(

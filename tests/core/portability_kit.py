@@ -19,8 +19,9 @@ includes them (Python.h still may: it needs them on every platform), and returns
 the module's own lines of the preprocessed output, to search for what must not be
 left: :data:`POSIX_CLOCKS`, :data:`CPU_CRC`. :class:`PlatformCChecks` holds the
 tests; each suite subclasses it with its package's paths. Both suites' build tests
-also run a ``setup.py`` here (:func:`run_setup`) and check where Cython writes
-(:func:`check_cythonize_writes_outside_the_tree`).
+also run a ``setup.py`` here (:func:`run_setup`), check where Cython writes
+(:func:`check_cythonize_writes_outside_the_tree`) and import the pure build in a child
+(:func:`run_pure`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def run_setup(monkeypatch: pytest.MonkeyPatch, setup: Path) -> dict[str, Any]:
     namespace = runpy.run_path(str(setup))
     namespace["captured"] = captured
     return namespace
+
+
+def run_pure(code: str) -> str:
+    """The output of ``python -P -c code`` run with ``PURGATORY_NO_EXTENSIONS=1`` (the
+    pure build, chosen at import)."""
+    env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout
 
 
 def check_cythonize_writes_outside_the_tree(monkeypatch: pytest.MonkeyPatch, setup: Path) -> None:

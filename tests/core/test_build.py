@@ -9,7 +9,6 @@ check what tells the builds apart and what must not.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -23,7 +22,7 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, 
 from purgatory.core import build
 from purgatory.testing import ManualClock
 
-from .portability_kit import check_cythonize_writes_outside_the_tree, run_setup
+from .portability_kit import check_cythonize_writes_outside_the_tree, run_pure, run_setup
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,11 +51,7 @@ def test_the_environment_variable_forces_the_pure_build() -> None:
         "import purgatory, purgatory.core.build as b;"
         "print(purgatory.compiled, sorted({m.__file__.rsplit('.', 1)[-1] for m in b._CORE}))"
     )
-    env = {**os.environ, "PURGATORY_NO_EXTENSIONS": "1"}
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["False", "['py']"]
+    assert run_pure(code).split() == ["False", "['py']"]
 
 
 class Slotted(TimerTask):
