@@ -45,7 +45,7 @@ events: the last pending poll's answer read by the client, and the server's exit
 (``waitpid``; this includes the interpreter's own teardown), and how the polls
 were answered. Every server serves in ``watch_service.tuned_gc()``, as the
 recipes' ``main`` does (``--python-gc``: the collector as Python sets it); the
-client calms its own collector over the window (:func:`client_gc_calmed`).
+client calms its own collector over the window (``tuned_gc(CLIENT_GC_THRESHOLD0)``).
 Everything this starts is stopped by its pid (SIGKILL after 60 s at the latest).
 
 Usage for the goals of issue #26 (lateness p99 in the server at most tick + 5 ms,
@@ -505,19 +505,10 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, int(q * len(ordered) + 0.999999) - 1))]
 
 
-@contextmanager
-def client_gc_calmed(threshold: int = 100_000) -> Iterator[None]:
-    """The client's own collector, quieter for the window: what exists is frozen (the
-    5,000 connections are not walked again) and the first threshold raised, so the
-    client's pauses add less to the lateness it reads. Restored on exit."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(threshold, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+#: the client's first collector threshold over the window (in ``tuned_gc``): what exists
+#: is frozen (the 5,000 connections are not walked again) and young collections are
+#: rarer, so the client's pauses add less to the lateness it reads
+CLIENT_GC_THRESHOLD0 = 100_000
 
 
 def p50_p99(values: list[float]) -> tuple[float, float]:
@@ -564,7 +555,7 @@ async def bench_one(name: str, args: argparse.Namespace) -> Row:
                 await asyncio.sleep(0.01)  # connect in waves: the backlog is finite
         puts = asyncio.ensure_future(putter(port, keys, args.puts_per_s, load, stop_puts))
         await asyncio.sleep(1.0)
-        with client_gc_calmed():
+        with tuned_gc(CLIENT_GC_THRESHOLD0):
             load.in_window, cpu0 = True, cpu_s(proc.pid)
             queued0 = run_queue_s(proc.pid)
             window = [time.monotonic()]
