@@ -395,10 +395,18 @@ def group_scenario(
     child consumed is committed before it is killed; the one that leaves commits as
     it closes). The children are killed on the way out."""
     everything = frozenset(range(GROUP_PARTITIONS))
+    # settled alone first: a kafka-python leader may assign before it has the topic's
+    # metadata, and rebalances again once it has it; that second rebalance is not
+    # left to overlap the child's join
+    wait_until(lambda: survivor.snapshot()[0] == everything, "the survivor alone owns all")
     b = spawn()
     children = [b]
     try:
-        wait_until(lambda: split(survivor, b), "the two members split the partitions")
+        try:
+            wait_until(lambda: split(survivor, b), "the two members split the partitions")
+        except AssertionError as exc:  # what the next look at a rare failure needs
+            state = f"survivor {sorted(survivor.snapshot()[0])}, child {sorted(b.snapshot()[0])}"
+            raise AssertionError(f"{exc}: {state}, members {members(bt, group)}") from None
         when_split()
         produce(bt.bootstrap_servers, 100)
         wait_until(lambda: len(total(survivor, b)) >= 100, "100 records consumed")
