@@ -5,11 +5,15 @@ Usage: python benchmarks/watch_servers_bench.py [--frameworks aiohttp,starlette]
        [--polls 5000] [--keys 1000] [--puts-per-s 40] [--duration-s 20] [--rounds 1]
        [--python-gc]
 
-Four servers, one after the other, each in its own process (``--serve KIND``, on a
-socket it binds to 127.0.0.1 port 0), all on plain asyncio; ``--rounds N`` runs
-them N times, the naive server first in every other round, and adds each round's
-recipe / naive CPU ratio and their median (one 20 s run per server does not
-resolve a 10-20 % difference on a 2-core host whose speed drifts):
+Each server in its own process (``--serve KIND``, on a socket it binds to 127.0.0.1
+port 0), all on plain asyncio. A framework's servers run side by side, at the same
+time, each under its own load, so that they share whatever the host does meanwhile:
+run one after the other, the same server's CPU per answer drifted by up to 20 %
+between runs a minute apart on a shared 2-core host (the 5-round runs in
+benchmarks/HISTORY.md), more than the difference to resolve; side by side, each
+round's recipe / naive ratios stayed within a few per cent. Then their shutdowns, one
+at a time. ``--rounds N`` runs the frameworks N times and adds each round's recipe /
+naive CPU ratio and their median:
 
 * ``aiohttp recipe`` / ``starlette recipe``: the examples themselves (a
   ``WatchPoll`` per poll in a ``DelayedOperationPurgatory``; uvicorn is
@@ -21,12 +25,14 @@ resolve a 10-20 % difference on a 2-core host whose speed drifts):
   the naive Starlette handler does not watch for disconnects (the recipe does: one
   more task per poll, counted in its CPU).
 
-This process is the client (on uvloop, raw HTTP/1.1 over keep-alive connections):
-``--polls`` pollers spread over ``--keys`` keys, each re-polling as soon as it is
-answered (``after`` = the version it got; ``timeout_ms`` drawn from 2,000 to 8,000),
-and puts to random keys at ``--puts-per-s``, for ``--duration-s`` after every
-poller has sent its first poll. Then every poller sends one last poll with a 10 s
-timeout, and once all are pending the server gets SIGTERM.
+This process is the client of every server (on uvloop, raw HTTP/1.1 over keep-alive
+connections): for each server, ``--polls`` pollers spread over ``--keys`` keys, each
+re-polling as soon as it is answered (``after`` = the version it got; ``timeout_ms``
+drawn from 2,000 to 8,000), and puts to random keys at ``--puts-per-s``, for
+``--duration-s`` after every poller has sent its first poll. Then the pollers stop
+once answered (up to 8 s), and when every server side by side is idle, one server at
+a time: every one of its pollers sends one last poll with a 10 s timeout, and once
+all are pending the server gets SIGTERM.
 
 Per server: CPU per answered request (the server's utime + stime from
 ``/proc/PID/stat`` over the window, divided by the polls and puts answered in it),
@@ -302,7 +308,14 @@ async def serve_starlette(kind: str, sock: socket.socket, probe: Probe) -> None:
     from starlette.routing import Route
     from watch_starlette import WatchServer, make_app
 
-    options: dict[str, object] = {"lifespan": "on", "access_log": False, "log_level": "warning"}
+    # uvicorn closes a connection idle for 5 s; the pollers wait idle for the other
+    # servers' shutdowns before their last poll
+    options: dict[str, object] = {
+        "lifespan": "on",
+        "access_log": False,
+        "log_level": "warning",
+        "timeout_keep_alive": 3600,
+    }
     if kind == "recipe":
         service = WatchService()
         app = probing_asgi(make_app(service), probe)
@@ -400,17 +413,24 @@ class Load:
     lateness_ms: list[float] = field(default_factory=list)
     put_sent: dict[int, float] = field(default_factory=dict)  # version -> sent, answered
     put_answered: dict[int, float] = field(default_factory=dict)
+    held: int = 0  # pollers that stopped polling after the window
     last_polls: list[str] = field(default_factory=list)  # how the shutdown's polls ended
     last_ended_at: float = 0.0  # when the last of them ended (answered or dropped)
 
 
 async def poller(
-    port: int, key: str, load: Load, go_last: asyncio.Event, rng: random.Random
+    port: int,
+    key: str,
+    load: Load,
+    rng: random.Random,
+    *,
+    hold: asyncio.Event,
+    go_last: asyncio.Event,
 ) -> None:
     conn = await Conn.open(port)
     after = 0
     try:
-        while not go_last.is_set():
+        while not hold.is_set():
             timeout_ms = rng.randint(2000, 8000)
             sent = time.monotonic()
             sent_in_window = load.in_window  # the start's burst of connects is left out
@@ -430,6 +450,8 @@ async def poller(
                 load.polls_304 += 1
                 if sent_in_window:
                     load.lateness_ms.append((got - sent) * 1000 - timeout_ms)
+        load.held += 1
+        await go_last.wait()
         load.last_polls.append("sent")
         try:
             status, _ = await conn.request(
@@ -530,8 +552,18 @@ class Row:
     exited_s: float  # SIGTERM -> the process has exited
     last: str
 
+    @property
+    def kind(self) -> str:
+        """``recipe``, ``naive``, ...: the name without its framework."""
+        return self.name.split("-", 1)[1]
 
-async def bench_one(name: str, args: argparse.Namespace) -> Row:
+
+async def bench_one(
+    name: str, args: argparse.Namespace, quiet: asyncio.Barrier, shutdowns: asyncio.Lock
+) -> Row:
+    """Serve, load and measure one server. After its window its pollers stop once
+    answered; its shutdown then waits until all servers side by side are idle
+    (``quiet``) and for ``shutdowns``, so that they shut down one at a time, alone."""
     probe_file = tempfile.NamedTemporaryFile(prefix="watch-probe-", delete=False)  # noqa: SIM115
     probe_file.close()
     command = [sys.executable, __file__, "--serve", name, "--probe", probe_file.name]
@@ -544,12 +576,14 @@ async def bench_one(name: str, args: argparse.Namespace) -> Row:
         await asyncio.sleep(0.5)  # uvicorn's startup runs after it says so
         load = Load()
         keys = [f"key{i}" for i in range(args.keys)]
-        go_last, stop_puts = asyncio.Event(), asyncio.Event()
+        hold, go_last, stop_puts = asyncio.Event(), asyncio.Event(), asyncio.Event()
         rng = random.Random(1)
         pollers: list[Awaitable[None]] = []
         for i in range(args.polls):
             pollers.append(
-                asyncio.ensure_future(poller(port, keys[i % args.keys], load, go_last, rng))
+                asyncio.ensure_future(
+                    poller(port, keys[i % args.keys], load, rng, hold=hold, go_last=go_last)
+                )
             )
             if i % 200 == 199:
                 await asyncio.sleep(0.01)  # connect in waves: the backlog is finite
@@ -564,19 +598,25 @@ async def bench_one(name: str, args: argparse.Namespace) -> Row:
             queued = run_queue_s(proc.pid) - queued0
             window.append(time.monotonic())
             rss = rss_mib(proc.pid)
+            hold.set()
             stop_puts.set()
-            go_last.set()
             await puts
-        async with asyncio.timeout(KILL_AFTER_S):
-            while load.last_polls.count("sent") < args.polls:
+        async with asyncio.timeout(KILL_AFTER_S):  # the polls in flight end (timeouts <= 8 s)
+            while load.held < args.polls:
                 await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)  # the last polls reach the server
-        started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.get_running_loop().run_in_executor(None, proc.wait, KILL_AFTER_S)
-        exited_s = time.monotonic() - started
-        async with asyncio.timeout(KILL_AFTER_S):
-            await asyncio.gather(*pollers)
+        await quiet.wait()  # every server side by side idle: no load but the shutdown's
+        async with shutdowns:
+            go_last.set()
+            async with asyncio.timeout(KILL_AFTER_S):
+                while load.last_polls.count("sent") < args.polls:
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the last polls reach the server
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.get_running_loop().run_in_executor(None, proc.wait, KILL_AFTER_S)
+            exited_s = time.monotonic() - started
+            async with asyncio.timeout(KILL_AFTER_S):
+                await asyncio.gather(*pollers)
         ends = [s for s in load.last_polls if s != "sent"]
         last = ", ".join(f"{ends.count(s)} {s}" for s in sorted(set(ends)))
         probe = Probe.read(probe_file.name)
@@ -632,7 +672,7 @@ def print_table(rows: list[Row]) -> None:
 
 def print_rounds(rows: list[Row], frameworks: Sequence[str]) -> None:
     """Over ``--rounds``: each server's median CPU per answer, and each round's
-    recipe / naive ratio (the two ran one after the other in that round) with their
+    recipe / naive ratio (the two ran side by side in that round) with their
     median: what decides "not above the naive version's" on a host whose speed drifts
     between runs."""
     print(
@@ -660,10 +700,12 @@ async def bench(args: argparse.Namespace) -> None:
         # alternate which kind goes first, so neither always meets the warmer host
         for framework in args.frameworks:
             kinds = KINDS[framework] if round_ % 2 == 0 else KINDS[framework][::-1]
-            for kind in kinds:
-                name = f"{framework}-{kind}"
-                print(f"{name} (round {round_ + 1}) ...", file=sys.stderr, flush=True)
-                rows.append(await bench_one(name, args))
+            print(f"{framework} (round {round_ + 1}) ...", file=sys.stderr, flush=True)
+            quiet, shutdowns = asyncio.Barrier(len(kinds)), asyncio.Lock()
+            measured = await asyncio.gather(
+                *(bench_one(f"{framework}-{kind}", args, quiet, shutdowns) for kind in kinds)
+            )
+            rows.extend(sorted(measured, key=lambda row: KINDS[framework].index(row.kind)))
     print_table(rows)
     if args.rounds > 1:
         print_rounds(rows, args.frameworks)

@@ -58,6 +58,7 @@ from purgatory import (
     DelayedOperationPurgatory,
     OperationCancelledError,
     PurgatoryClosedError,
+    SystemTimer,
 )
 from purgatory.contrib.prometheus import PurgatoryCollector
 
@@ -227,12 +228,19 @@ def parse_watch(keys: Sequence[str], after: str | None, timeout_ms: str | None) 
 
 class WatchPoll(DelayedOperation[Entry | None]):
     """One long poll: completes when a watched key's version passes ``after``, or
-    expires after ``timeout_ms`` (then ``expired`` is True and its outcome None)."""
+    expires once ``timeout_ms`` has passed (then ``expired`` is True and its outcome
+    None).
+
+    Its delay is ``timeout_ms + tick_ms``, ``tick_ms`` being its purgatory's tick: a
+    timing wheel expires a bucket when the bucket's first millisecond comes, up to one
+    tick before the deadlines in it (as Kafka's does), so the one tick more makes a
+    timeout never early and at most one tick (and the loop's own delay) late.
+    """
 
     __slots__ = ("_store", "after", "keys")
 
-    def __init__(self, store: Store, request: WatchRequest) -> None:
-        super().__init__(request.timeout_ms)
+    def __init__(self, store: Store, request: WatchRequest, tick_ms: int = 1) -> None:
+        super().__init__(request.timeout_ms + tick_ms)
         self._store = store
         self.keys = request.keys
         self.after = request.after
@@ -249,6 +257,15 @@ class WatchPoll(DelayedOperation[Entry | None]):
 ClientGone = Callable[[], Awaitable[object]] | None
 
 
+#: the tick of a :class:`WatchService`'s timer. A poll waits seconds, and 10 ms more
+#: is nothing to its client. At the library's default tick of 1 ms (Kafka's), a
+#: thousand polls timing out each second wake the loop about once per timeout, and a
+#: wake-up of the loop costs more CPU than expiring the poll; at 10 ms one wake-up
+#: expires every poll due in those 10 ms. What it saves per answer is in BENCHMARKS.md
+#: (benchmarks/watch_servers_bench.py).
+WATCH_TICK_MS = 10
+
+
 class WatchService:
     """The store, the purgatory of polls, and the metrics registry of one server.
 
@@ -256,12 +273,17 @@ class WatchService:
     purgatory to the loop and starts the timer's reaper) and closes it as shutdown
     begins (``await purgatory.close()``: every pending poll is answered 503 at once).
     ``gone`` counts polls cancelled because their client went away. ``store``: a
-    new :class:`KeyStore` by default.
+    new :class:`KeyStore` by default; ``tick_ms``: the timer's tick (a poll times out
+    at most one tick after its ``timeout_ms``, never before).
     """
 
-    def __init__(self, name: str = "watch", store: Store | None = None) -> None:
+    def __init__(
+        self, name: str = "watch", store: Store | None = None, *, tick_ms: int = WATCH_TICK_MS
+    ) -> None:
         self.store: Store = KeyStore() if store is None else store
-        self.purgatory: DelayedOperationPurgatory[WatchPoll] = DelayedOperationPurgatory(name)
+        self.purgatory: DelayedOperationPurgatory[WatchPoll] = DelayedOperationPurgatory(
+            name, timer=SystemTimer(name, tick_ms=tick_ms)
+        )
         self.registry = CollectorRegistry()
         self.registry.register(PurgatoryCollector(self.purgatory))
         self.gone = 0
@@ -308,7 +330,8 @@ class WatchService:
         the poll waits; if this task is cancelled instead, the poll is cancelled too.
         """
         try:
-            poll = WatchPoll(self.store, parse_watch(keys, after, timeout_ms))
+            request = parse_watch(keys, after, timeout_ms)
+            poll = WatchPoll(self.store, request, self.purgatory.timer.tick_ms)
         except BadRequest as exc:
             return error(400, str(exc))
         await self.store.load(poll.keys)  # a KeyStore: returns at once, no loop yield

@@ -5,7 +5,8 @@ a real HTTP client, so the checks are written once here, against :class:`Served`
 
 Polls that must stay pending use timeouts (60 s) far longer than any hang guard
 (``GUARD_S``), so a server that waited for them would fail the test, not slow it.
-No assertion reads elapsed time.
+The one assertion that reads elapsed time is a lower bound (a 304 never comes before
+its timeout), which a slow machine cannot break.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +135,9 @@ async def check_a_timeout_is_304(served: Served, http: Http) -> None:
         return original(poll)  # type: ignore[arg-type]
 
     served.service._answer = spy  # type: ignore[assignment,method-assign]
+    sent = time.monotonic()
     status, text = await http.get("/watch/color?after=1&timeout_ms=50")
+    assert time.monotonic() - sent >= 0.050  # never early (the tick is added: WatchPoll)
     assert (status, text) == (304, "")
     assert seen == [True]  # op.expired chose the 304
     stats = served.service.purgatory.statistics()
