@@ -134,6 +134,15 @@ class KafkaPythonMember(Member):
         self.consumer = KafkaConsumer(
             self.topic, **python_options(self.bootstrap, self.group, self.session_ms)
         )
+        # the topic's metadata before the first poll() joins the group. kafka-python
+        # 3.0.12 can lose a member otherwise: a leader that assigned without it rejoins
+        # once it has it (its metadata snapshot differs from the one it assigned from);
+        # when that join outlasts one poll(), the assignment it makes equalises the
+        # snapshots, so the next poll() finds nothing to rejoin, never applies the
+        # assignment nor heartbeats again, and the session runs out (seen with two
+        # CPU-bound processes beside the suite: 2 runs in 25, the survivor never owning
+        # a partition)
+        self.consumer.partitions_for_topic(self.topic)
 
     def poll(self) -> list[tuple[int, int]]:
         batches = self.consumer.poll(timeout_ms=POLL_MS)

@@ -395,9 +395,7 @@ def group_scenario(
     child consumed is committed before it is killed; the one that leaves commits as
     it closes). The children are killed on the way out."""
     everything = frozenset(range(GROUP_PARTITIONS))
-    # settled alone first: a kafka-python leader may assign before it has the topic's
-    # metadata, and rebalances again once it has it; that second rebalance is not
-    # left to overlap the child's join
+    # settled alone first: the child's join does not overlap the survivor's own
     wait_until(lambda: survivor.snapshot()[0] == everything, "the survivor alone owns all")
     b = spawn()
     children = [b]
