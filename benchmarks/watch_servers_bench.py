@@ -697,7 +697,8 @@ async def bench(args: argparse.Namespace) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     rows = []
     for round_ in range(args.rounds):
-        # alternate which kind goes first, so neither always meets the warmer host
+        # alternate which kind starts first and shuts down first, so neither always meets
+        # the warmer host
         for framework in args.frameworks:
             kinds = KINDS[framework] if round_ % 2 == 0 else KINDS[framework][::-1]
             print(f"{framework} (round {round_ + 1}) ...", file=sys.stderr, flush=True)
