@@ -1,13 +1,18 @@
-"""The one table of Kafka error codes: Kafka's numbers, and the names derived from it."""
+"""The one table of Kafka error codes: Kafka's numbers, the names derived from it, and
+the one table from exception types to codes (:func:`error_code`)."""
 
 from __future__ import annotations
 
+import pytest
 from purgatory_broker.broker.errors import (
     ERROR_NAMES,
     ErrorCode,
+    KafkaError,
     NotEnoughReplicasError,
     NotLeaderError,
+    error_code,
 )
+from purgatory_broker.broker.storage import CorruptRecordError, OffsetOutOfRangeError
 
 #: Kafka's numbers (clients/src/main/java/org/apache/kafka/common/protocol/Errors.java)
 KAFKA = {
@@ -54,3 +59,28 @@ def test_the_names_come_from_the_table() -> None:
 def test_exceptions_carry_their_code() -> None:
     assert NotLeaderError().code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert NotEnoughReplicasError().code is ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=str)
+def test_a_kafka_error_answers_the_code_it_carries(code: ErrorCode) -> None:
+    exc = KafkaError(code, "why")
+    assert (error_code(exc), exc.code, str(exc)) == (code, code, "why")
+
+
+def test_a_named_kafka_error_answers_its_class_s_code() -> None:
+    assert error_code(NotLeaderError("moved")) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert error_code(NotEnoughReplicasError()) is ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_the_storage_s_exceptions_have_their_code() -> None:
+    assert error_code(CorruptRecordError("CRC mismatch")) is ErrorCode.CORRUPT_MESSAGE
+    assert error_code(OffsetOutOfRangeError(9, 0, 5)) is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert error_code(OSError(5, "I/O error")) is ErrorCode.KAFKA_STORAGE_ERROR
+    assert error_code(FileNotFoundError()) is ErrorCode.KAFKA_STORAGE_ERROR  # a subclass
+
+
+def test_an_unexpected_exception_is_an_unknown_server_error() -> None:
+    """Kafka's default (where a boundary answers it at all: the wire broker's let it
+    through, and close the connection)."""
+    assert error_code(RuntimeError("a bug")) is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert error_code(ValueError("a bug")) is ErrorCode.UNKNOWN_SERVER_ERROR

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from purgatory_broker.broker import build_batch
+from purgatory_broker.broker.errors import KafkaError
 from purgatory_broker.wire import KafkaWireBroker, ProducerIdAllocator, ProducerStateTable
 from purgatory_broker.wire._idempotence import BatchMetadata
 
@@ -54,7 +55,9 @@ def test_state_expires_unless_the_producer_writes_again(
     assert table.check(TP, 8, 0, 1, 1) is None  # unknown now: accepted, as after a restart
     advance(clock, timer, EXPIRATION_MS - TICK_MS - 2)  # 1 ms before 7's deadline
     assert table.check(TP, 7, 0, 10, 10) is None  # still known: the next sequence
-    assert table.check(TP, 7, 0, 12, 12) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(KafkaError) as refused:
+        table.check(TP, 7, 0, 12, 12)
+    assert refused.value.code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
     table._check_invariants()
     advance(clock, timer, TICK_MS + 1)
     assert len(table) == 0 and table.expired == 2

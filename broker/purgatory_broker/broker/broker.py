@@ -110,7 +110,14 @@ from .delayed import (
     FetchPartitionStatus,
     ProducePartitionStatus,
 )
-from .errors import CODE_NONE, CODE_REQUEST_TIMED_OUT, ErrorCode, KafkaError, NotLeaderError
+from .errors import (
+    CODE_NONE,
+    CODE_REQUEST_TIMED_OUT,
+    ErrorCode,
+    KafkaError,
+    NotLeaderError,
+    error_code,
+)
 from .replication import LeaderPartition
 from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
@@ -352,7 +359,7 @@ class Broker:
             try:
                 result = partition.append_as_leader(batch, required_acks=acks)
             except KafkaError as exc:
-                statuses[tp] = _failed(exc.code)
+                statuses[tp] = _failed(error_code(exc))
                 continue
             except OSError as exc:
                 # the write or a policy flush failed; the log keeps whatever reached it
@@ -531,8 +538,8 @@ class Broker:
                     )
                     if left is not None and total and len(data) > left:
                         data = b""  # a first batch past the limit: only the first partition's
-            except OffsetOutOfRangeError:
-                out[tp] = FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, leo, b"")
+            except OffsetOutOfRangeError as exc:
+                out[tp] = FetchPartitionData(error_code(exc), hw, leo, b"")
                 continue
             except (CorruptRecordError, OSError) as exc:
                 out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
@@ -549,9 +556,7 @@ class Broker:
         if key not in self._logged_storage_errors:
             self._logged_storage_errors.add(key)
             log.error("%s: %s; answering it with an error until repaired", tp, exc)
-        if isinstance(exc, OSError):
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.CORRUPT_MESSAGE
+        return error_code(exc)
 
     # -- replication events --------------------------------------------------
 

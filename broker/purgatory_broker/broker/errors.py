@@ -40,11 +40,33 @@ MEMBER_ID_REQUIRED            79    groups: JoinGroup v4+ first join: rejoin wit
 INVALID_RECORD                87    wire: not exactly one valid magic-2 batch
 UNKNOWN_TOPIC_ID              100   wire: Fetch v13+ naming a topic id not known
 ============================  ====  ============================================
+
+Errors are raised where they happen and become codes at one boundary per answer
+(Kafka's ``Errors.forException``): a check raises a :class:`KafkaError`, which carries
+its code, or one of the storage's exceptions; the code that builds a partition's
+answer catches it and asks :func:`error_code`, the one table from exception types to
+codes:
+
+=======================================  ==========================================
+exception                                code
+=======================================  ==========================================
+a :class:`KafkaError`                    its own ``code``
+:class:`~.storage.CorruptRecordError`    CORRUPT_MESSAGE (2)
+:class:`~.storage.OffsetOutOfRangeError` OFFSET_OUT_OF_RANGE (1)
+``OSError``                              KAFKA_STORAGE_ERROR (56)
+anything else                            UNKNOWN_SERVER_ERROR (-1)
+=======================================  ==========================================
+
+Each boundary catches only what its answer may carry; anything else goes on up (the
+wire broker then closes the connection, its answer to a request it cannot answer).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+
+from .storage.log import OffsetOutOfRangeError
+from .storage.records import CorruptRecordError
 
 __all__ = [
     "CODE_NONE",
@@ -57,6 +79,7 @@ __all__ = [
     "KafkaError",
     "NotEnoughReplicasError",
     "NotLeaderError",
+    "error_code",
 ]
 
 
@@ -107,18 +130,53 @@ CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_
 
 
 class KafkaError(Exception):
-    """An error with a Kafka error code; subclasses name the code."""
+    """An error answered with a Kafka error code: ``KafkaError(code, message)``.
 
-    code: ErrorCode = ErrorCode.NONE
+    A subclass names its code and is raised as ``Subclass(message)``: for the errors
+    a caller catches by type."""
+
+    code: ErrorCode
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
-class NotLeaderError(KafkaError):
+class _NamedKafkaError(KafkaError):
+    """A :class:`KafkaError` whose class names its code."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(type(self).code, message)
+
+
+class NotLeaderError(_NamedKafkaError):
     """This broker does not lead the partition (NOT_LEADER_OR_FOLLOWER, 6)."""
 
     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-class NotEnoughReplicasError(KafkaError):
+class NotEnoughReplicasError(_NamedKafkaError):
     """acks=-1 append refused: ISR smaller than ``min_insync_replicas`` (19)."""
 
     code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+#: the exceptions raised outside this module whose code is known, in the order they are
+#: tried (a subclass before its base)
+_CODES_BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (OSError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    """The code an answer carries for ``exc`` (the table in the module doc; Kafka's
+    ``Errors.forException``): a :class:`KafkaError`'s own, else that of its type,
+    else UNKNOWN_SERVER_ERROR. O(1)."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    for kind, code in _CODES_BY_TYPE:
+        if isinstance(exc, kind):
+            return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR

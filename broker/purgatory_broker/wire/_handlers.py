@@ -15,8 +15,12 @@ decode, an acks=0 produce that failed. Handling is synchronous, so side effects
 (appends, producer-state updates, topic creation) happen in request order; the
 connection writes replies in the same order.
 
-Produce, per partition, before anything is appended:
+Produce, per partition, before anything is appended (each check raises; one place,
+``_plan_topic``, answers the partition with the exception's code, from
+:func:`~purgatory_broker.broker.errors.error_code`):
 
+0. a partition named twice: INVALID_REQUEST (42), both times; acks not -1, 0 or 1:
+   INVALID_REQUIRED_ACKS (21);
 1. unknown topic: created (valid names only, see :data:`TOPIC_NAME`); partition
    index out of range: UNKNOWN_TOPIC_OR_PARTITION;
 2. the records must be exactly one magic-2 batch with ``records_count ==
@@ -61,7 +65,7 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from purgatory import SystemTimer, TopicPartition
@@ -79,8 +83,10 @@ from purgatory_broker.broker import (
     RecordBatchHeader,
     validate_batch,
 )
+from purgatory_broker.broker.errors import KafkaError, error_code
 
 from . import _codec as codec
+from ._codec import FetchResponse, ListOffsetsResponse, MetadataResponse, ProduceResponse
 from ._config import WireConfig
 from ._groups import GroupHandlers
 from ._idempotence import (
@@ -129,6 +135,15 @@ CREATE_PARTITIONS_PER_REQUEST = 100
 FETCH_BY_TOPIC_ID = 13
 _RECORD_BITS_TRANSACTIONAL_OR_CONTROL = 0x30
 _HEADER_MAGIC_AT = 16
+
+#: what a produce answers a partition with an error code for (anything else closes the
+#: connection): the checks' exceptions, and a batch found corrupt
+_PARTITION_ERRORS = (KafkaError, CorruptRecordError)
+
+# the answers' topics
+_FetchTopic = FetchResponse.FetchableTopicResponse
+_ListOffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_ProduceTopic = ProduceResponse.TopicProduceResponse
 
 
 class RequestHandler:
@@ -217,62 +232,78 @@ class RequestHandler:
 
     # -- topics ----------------------------------------------------------------
 
-    def topic(self, name: str) -> tuple[int, uuid.UUID] | int:
-        """(partition count, topic id), creating the topic on first use; else the error
-        code to answer for it: INVALID_TOPIC_EXCEPTION (17) for an illegal name,
-        UNKNOWN_TOPIC_OR_PARTITION (3) when creating it would pass ``max_partitions``
-        or the process is out of file descriptors, LEADER_NOT_AVAILABLE (5) when the
-        request already created its share (see the module doc).
-        O(partitions) on creation, O(1) after."""
+    def topic(self, name: str) -> tuple[int, uuid.UUID]:
+        """(partition count, topic id), creating the topic on first use. Raises
+        :class:`~purgatory_broker.broker.errors.KafkaError` with INVALID_TOPIC_EXCEPTION
+        (17) for an illegal name, UNKNOWN_TOPIC_OR_PARTITION (3) when creating it would
+        pass ``max_partitions`` or the process is out of file descriptors,
+        LEADER_NOT_AVAILABLE (5) when the request already created its share (see the
+        module doc). O(partitions) on creation, O(1) after."""
         known = self._topics.get(name)
         if known is not None:
             return known
         if TOPIC_NAME.fullmatch(name) is None or name in (".", ".."):
-            return ErrorCode.INVALID_TOPIC_EXCEPTION
-        cfg = self.config
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"illegal topic name {name!r}")
         broker = self.broker
         missing = [
             tp
-            for tp in (TopicPartition(name, p) for p in range(cfg.partitions))
+            for tp in (TopicPartition(name, p) for p in range(self.config.partitions))
             if broker.partition(tp) is None  # a creation cut short keeps what it made
         ]
-        if len(broker.partitions) + len(missing) > cfg.max_partitions:
-            self.topics_refused += 1
-            self.partition_limit.fail(
-                f"partition limit reached: {len(broker.partitions)} of --max-partitions "
-                f"{cfg.max_partitions}; topic {name!r} and any later new topic are answered "
-                "UNKNOWN_TOPIC_OR_PARTITION"
-            )
-            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self._check_partition_limit(name, len(missing))
         if self._creatable <= 0:
-            return ErrorCode.LEADER_NOT_AVAILABLE  # created by a later request
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name!r} is created by a later request"
+            )
         self._creatable -= len(missing)
-        followers = range(1, cfg.followers + 1)
         for tp in missing:
-            try:
-                broker.create_partition(
-                    tp,
-                    followers,
-                    min_insync_replicas=cfg.min_insync_replicas,
-                    replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
-                )
-            except OSError as exc:
-                if exc.errno not in OUT_OF_DESCRIPTORS:
-                    raise
-                self.topics_refused += 1
-                self.partition_descriptors.fail(
-                    f"cannot create partition {tp}: {exc.strerror} (errno {exc.errno}); "
-                    "new topics are answered UNKNOWN_TOPIC_OR_PARTITION until "
-                    "file descriptors free up"
-                )
-                return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            self.replicas.follow([tp])
+            self._create_partition(tp)
         self.partition_descriptors.clear()
-        entry = (cfg.partitions, uuid.uuid4())
+        entry = (self.config.partitions, uuid.uuid4())
         self._topics[name] = entry
         self._topic_names[entry[1]] = name
-        log.info("created topic %s with %d partitions", name, cfg.partitions)
+        log.info("created topic %s with %d partitions", name, self.config.partitions)
         return entry
+
+    def _check_partition_limit(self, name: str, new_partitions: int) -> None:
+        """Raise UNKNOWN_TOPIC_OR_PARTITION (logged once) if
+        ``new_partitions`` more would pass ``max_partitions``. O(1)."""
+        led, limit = len(self.broker.partitions), self.config.max_partitions
+        if led + new_partitions <= limit:
+            return
+        self.topics_refused += 1
+        self.partition_limit.fail(
+            f"partition limit reached: {led} of --max-partitions {limit}; topic {name!r} "
+            "and any later new topic are answered UNKNOWN_TOPIC_OR_PARTITION"
+        )
+        raise KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} would pass --max-partitions"
+        )
+
+    def _create_partition(self, tp: TopicPartition) -> None:
+        """Open ``tp``'s log and follow it; out of file descriptors, raise
+        UNKNOWN_TOPIC_OR_PARTITION (logged once). O(log recovery)."""
+        cfg = self.config
+        try:
+            self.broker.create_partition(
+                tp,
+                range(1, cfg.followers + 1),
+                min_insync_replicas=cfg.min_insync_replicas,
+                replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            )
+        except OSError as exc:
+            if exc.errno not in OUT_OF_DESCRIPTORS:
+                raise
+            self.topics_refused += 1
+            self.partition_descriptors.fail(
+                f"cannot create partition {tp}: {exc.strerror} (errno {exc.errno}); "
+                "new topics are answered UNKNOWN_TOPIC_OR_PARTITION until "
+                "file descriptors free up"
+            )
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"cannot create partition {tp}"
+            ) from exc
+        self.replicas.follow([tp])
 
     @property
     def topics(self) -> dict[str, int]:
@@ -288,66 +319,61 @@ class RequestHandler:
     def _metadata(self, req: codec.DecodedRequest) -> Reply:
         body, version = req.body, req.api_version
         host, port = self._advertised()
-        mr = codec.MetadataResponse
         if body.topics is None or (version == 0 and not body.topics):
             names: list[str | None] = list(self._topics)
         else:
             names = [t.name for t in body.topics]
-        replicas = [0, *range(1, self.config.followers + 1)]
-        topics = []
-        for name in names:
-            entry = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if name is None else self.topic(name)
-            if isinstance(entry, int):
-                topics.append(
-                    mr.MetadataResponseTopic(
-                        error_code=entry,
-                        name=name,
-                        topic_id=None,
-                        is_internal=False,
-                        partitions=[],
-                    )
-                )
-                continue
-            assert name is not None
-            count, topic_id = entry
-            partitions = []
-            for p in range(count):
-                partition = self.broker.partition(TopicPartition(name, p))
-                assert partition is not None
-                if self.config.advertise_followers:
-                    nodes = replicas
-                    isr = sorted(partition.isr)
-                else:
-                    nodes = isr = [0]
-                partitions.append(
-                    mr.MetadataResponseTopic.MetadataResponsePartition(
-                        error_code=0,
-                        partition_index=p,
-                        leader_id=0,
-                        leader_epoch=partition.leader_epoch,
-                        replica_nodes=nodes,
-                        isr_nodes=isr,
-                        offline_replicas=[],
-                    )
-                )
-            topics.append(
-                mr.MetadataResponseTopic(
-                    error_code=0,
-                    name=name,
-                    topic_id=topic_id,
-                    is_internal=False,
-                    partitions=partitions,
-                )
-            )
-        response = mr(
+        response = MetadataResponse(
             version=version,
             throttle_time_ms=0,
-            brokers=[mr.MetadataResponseBroker(node_id=0, host=host, port=port, rack=None)],
+            brokers=[
+                MetadataResponse.MetadataResponseBroker(node_id=0, host=host, port=port, rack=None)
+            ],
             cluster_id=self.config.cluster_id,
             controller_id=0,
-            topics=topics,
+            topics=[self._metadata_topic(name) for name in names],
         )
         return codec.encode_response(response, req.correlation_id)
+
+    def _metadata_topic(self, name: str | None) -> Any:
+        """One topic's Metadata answer, creating the topic on first use; a refused
+        topic is answered with its error code and no partitions. O(partitions)."""
+        try:
+            if name is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "a null topic name")
+            count, topic_id = self.topic(name)
+        except KafkaError as exc:
+            error_code, topic_id, partitions = int(exc.code), None, []
+        else:
+            error_code = 0
+            partitions = [self._metadata_partition(TopicPartition(name, p)) for p in range(count)]
+        return MetadataResponse.MetadataResponseTopic(
+            error_code=error_code,
+            name=name,
+            topic_id=topic_id,
+            is_internal=False,
+            partitions=partitions,
+        )
+
+    def _metadata_partition(self, tp: TopicPartition) -> Any:
+        """One partition's Metadata answer: this broker leads it; its followers are
+        listed only with ``advertise_followers``. O(replicas)."""
+        partition = self.broker.partition(tp)
+        assert partition is not None
+        if self.config.advertise_followers:
+            nodes = [0, *range(1, self.config.followers + 1)]
+            isr = sorted(partition.isr)
+        else:
+            nodes = isr = [0]
+        return MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0,
+            partition_index=tp.partition,
+            leader_id=0,
+            leader_epoch=partition.leader_epoch,
+            replica_nodes=nodes,
+            isr_nodes=isr,
+            offline_replicas=[],
+        )
 
     def _join_group(self, req: codec.DecodedRequest) -> Reply:
         future, finish = self.groups.join_group(req, self._client_host)
@@ -381,109 +407,57 @@ class RequestHandler:
     # -- ListOffsets -------------------------------------------------------------
 
     def _list_offsets(self, req: codec.DecodedRequest) -> Reply:
-        lr = codec.ListOffsetsResponse
         topics = []
-        for t in req.body.topics:
-            parts = []
-            for p in t.partitions:
-                partition = self.broker.partition(TopicPartition(t.name, p.partition_index))
+        for topic in req.body.topics:
+            partitions = []
+            for asked in topic.partitions:
+                index = asked.partition_index
+                partition = self.broker.partition(TopicPartition(topic.name, index))
                 error, offset, epoch = 0, -1, -1
                 if partition is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.timestamp == -2:  # earliest
+                elif asked.timestamp == -2:  # earliest
                     offset, epoch = partition.log.log_start_offset, partition.leader_epoch
-                elif p.timestamp == -1:  # latest: the high watermark (= LSO, no transactions)
+                elif asked.timestamp == -1:  # latest: the high watermark (= LSO, no transactions)
                     offset, epoch = partition.high_watermark, partition.leader_epoch
                 else:  # lookups by time are not implemented
                     error = ErrorCode.INVALID_REQUEST
-                parts.append(
-                    lr.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index,
+                partitions.append(
+                    _ListOffsetsTopic.ListOffsetsPartitionResponse(
+                        partition_index=index,
                         error_code=int(error),
                         timestamp=-1,
                         offset=offset,
                         leader_epoch=epoch,
                     )
                 )
-            topics.append(lr.ListOffsetsTopicResponse(name=t.name, partitions=parts))
-        response = lr(version=req.api_version, throttle_time_ms=0, topics=topics)
+            topics.append(_ListOffsetsTopic(name=topic.name, partitions=partitions))
+        response = ListOffsetsResponse(version=req.api_version, throttle_time_ms=0, topics=topics)
         return codec.encode_response(response, req.correlation_id)
 
     # -- Produce -----------------------------------------------------------------
 
     def _produce(self, req: codec.DecodedRequest) -> Reply:
         body = req.body
-        acks = body.acks
+        timeout_ms = max(0, body.timeout_ms)
+        plan = _ProducePlan(body.acks)
         order: list[tuple[str, list[int]]] = []
-        answered: dict[TopicPartition, ProducePartitionResponse] = {}  # known before any wait
-        entries: dict[TopicPartition, bytes] = {}
-        headers: dict[TopicPartition, RecordBatchHeader] = {}
-        duplicates: dict[TopicPartition, tuple[int, int]] = {}  # retried: (base, last offset)
         for topic in body.topic_data:
-            name = topic.name
-            indexes = [pd.index for pd in topic.partition_data]
-            order.append((name, indexes))
-            entry = self.topic(name) if isinstance(name, str) else ErrorCode.INVALID_TOPIC_EXCEPTION
-            for pd in topic.partition_data:
-                tp = TopicPartition(name, pd.index)
-                if tp in answered or tp in entries or tp in duplicates:
-                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUEST)
-                    entries.pop(tp, None)
-                    duplicates.pop(tp, None)
-                    continue
-                if acks not in (-1, 0, 1):
-                    answered[tp] = _produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
-                    continue
-                if isinstance(entry, int):
-                    answered[tp] = _produce_error(entry)
-                    continue
-                if not 0 <= pd.index < entry[0]:
-                    answered[tp] = _produce_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    continue
-                checked = check_produce_batch(pd.records)
-                if isinstance(checked, int):
-                    answered[tp] = _produce_error(checked)
-                    continue
-                if checked.producer_id >= 0:
-                    verdict = self.producer_states.check(
-                        tp,
-                        checked.producer_id,
-                        checked.producer_epoch,
-                        checked.base_sequence,
-                        last_sequence(checked.base_sequence, checked.last_offset_delta),
-                    )
-                    if isinstance(verdict, int):
-                        answered[tp] = _produce_error(verdict)
-                        continue
-                    if verdict is not None:  # a retry: answered with its first offsets
-                        duplicates[tp] = (verdict.base_offset, verdict.last_offset)
-                        continue
-                entries[tp] = pd.records
-                headers[tp] = checked
-        op: DelayedProduce | None = None
-        if entries:
-            before = {tp: self._high_watermark(tp) for tp in entries}
-            op = self.broker.produce(entries, acks=acks, timeout_ms=max(0, body.timeout_ms))
-            for tp, hw in before.items():
-                self.replicas.notify_if_moved(tp, hw)
-            self._record_appends(op.statuses, headers)
-        if acks == 0:
-            failed = [tp for tp, r in answered.items() if r.error_code != 0]
-            if op is not None:
-                failed += [tp for tp, s in op.statuses.items() if s.error_code != 0]
-            if failed:  # Kafka's way of telling an acks=0 producer: drop the connection
-                raise CloseConnection(f"acks=0 produce failed for {sorted(map(str, failed))}")
+            order.append((topic.name, [data.index for data in topic.partition_data]))
+            self._plan_topic(plan, topic.name, topic.partition_data)
+        op = self._append(plan, timeout_ms)
+        if plan.acks == 0:
+            _close_if_any_failed(plan, op)
             return None
-        retried = None
-        if duplicates:
-            retried = self.broker.await_replication(
-                duplicates, acks=acks, timeout_ms=max(0, body.timeout_ms)
+        waits = [] if op is None else [op]
+        if plan.retried:
+            waits.append(
+                self.broker.await_replication(plan.retried, acks=plan.acks, timeout_ms=timeout_ms)
             )
-        waits = [w for w in (op, retried) if w is not None]
         version, cid = req.api_version, req.correlation_id
 
         def finish(outcomes: list[dict[TopicPartition, ProducePartitionResponse]]) -> bytes:
-            merged = dict(answered)
+            merged = dict(plan.refused)
             for outcome in outcomes:
                 merged.update(outcome)
             return self._produce_response(version, cid, order, merged)
@@ -491,6 +465,75 @@ class RequestHandler:
         if all(w.is_done for w in waits):
             return finish([w.result() for w in waits])
         return Pending(waits, finish)
+
+    def _plan_topic(self, plan: _ProducePlan, name: str | None, partitions: Sequence[Any]) -> None:
+        """Sort one topic's partitions into ``plan``: the boundary where a refused
+        partition's exception becomes its error code. The topic is looked up (created,
+        or refused) once, before its partitions. O(partitions + bytes) (the CRCs)."""
+        try:
+            if not isinstance(name, str):
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "a null topic name")
+            count, _ = self.topic(name)
+            refusal = None
+        except _PARTITION_ERRORS as exc:
+            count, refusal = 0, exc
+        for data in partitions:
+            tp = TopicPartition(name, data.index)  # type: ignore[arg-type]  # None: refused
+            try:
+                self._plan_partition(plan, tp, data.records, count, refusal)
+            except _PARTITION_ERRORS as exc:
+                plan.refused[tp] = ProducePartitionResponse(int(error_code(exc)), -1)
+
+    def _plan_partition(
+        self,
+        plan: _ProducePlan,
+        tp: TopicPartition,
+        records: bytes | None,
+        count: int,
+        refusal: Exception | None,
+    ) -> None:
+        """Put one partition's batch into ``plan`` (to append, or a retry), or raise
+        why it is refused, in the module doc's order; ``count``: its topic's partitions,
+        ``refusal``: why its topic is refused. O(len(records)) (the CRC)."""
+        if tp in plan.refused or tp in plan.batches or tp in plan.retried:
+            plan.forget(tp)  # a partition twice: both refused
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{tp} twice in one produce request")
+        if plan.acks not in (-1, 0, 1):
+            raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks {plan.acks} is not -1, 0 or 1")
+        if refusal is not None:
+            raise refusal.with_traceback(None)  # each partition's raise its own traceback
+        if not 0 <= tp.partition < count:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp}: the topic has {count} partitions"
+            )
+        header = check_produce_batch(records)
+        assert records is not None  # checked
+        if header.producer_id >= 0:
+            retried = self.producer_states.check(
+                tp,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                last_sequence(header.base_sequence, header.last_offset_delta),
+            )
+            if retried is not None:  # answered with its first append's offsets
+                plan.retried[tp] = (retried.base_offset, retried.last_offset)
+                return
+        plan.batches[tp] = records
+        plan.headers[tp] = header
+
+    def _append(self, plan: _ProducePlan, timeout_ms: int) -> DelayedProduce | None:
+        """Append the plan's batches in one broker call, tell the followers, remember
+        the idempotent producers' batches; None if there is nothing to append.
+        O(bytes appended + partitions)."""
+        if not plan.batches:
+            return None
+        before = {tp: self._high_watermark(tp) for tp in plan.batches}
+        op = self.broker.produce(plan.batches, acks=plan.acks, timeout_ms=timeout_ms)
+        for tp, hw in before.items():
+            self.replicas.notify_if_moved(tp, hw)
+        self._record_appends(op.statuses, plan.headers)
+        return op
 
     def _high_watermark(self, tp: TopicPartition) -> int:
         partition = self.broker.partition(tp)
@@ -524,15 +567,14 @@ class RequestHandler:
         order: list[tuple[str, list[int]]],
         results: dict[TopicPartition, ProducePartitionResponse],
     ) -> bytes:
-        pr = codec.ProduceResponse
         topics = []
         for name, indexes in order:
-            parts = []
+            partitions = []
             for index in indexes:
                 result = results[TopicPartition(name, index)]
                 partition = self.broker.partition(TopicPartition(name, index))
-                parts.append(
-                    pr.TopicProduceResponse.PartitionProduceResponse(
+                partitions.append(
+                    _ProduceTopic.PartitionProduceResponse(
                         index=index,
                         error_code=result.error_code,
                         base_offset=result.base_offset,
@@ -544,8 +586,8 @@ class RequestHandler:
                         error_message=None,
                     )
                 )
-            topics.append(pr.TopicProduceResponse(name=name, partition_responses=parts))
-        response = pr(version=version, responses=topics, throttle_time_ms=0)
+            topics.append(_ProduceTopic(name=name, partition_responses=partitions))
+        response = ProduceResponse(version=version, responses=topics, throttle_time_ms=0)
         return codec.encode_response(response, correlation_id)
 
     # -- Fetch -------------------------------------------------------------------
@@ -606,65 +648,88 @@ class RequestHandler:
         data: dict[TopicPartition, FetchPartitionData],
         read_committed: bool,
     ) -> bytes:
-        fr = codec.FetchResponse
         topics = []
         for name, topic_id, indexes in order:
-            parts = []
+            partitions = []
             for index in indexes:
                 tp = TopicPartition(name, index)
-                d = data.get(tp)
-                if d is None:  # a topic id this broker does not know
-                    d = FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"")
+                answer = data.get(tp)
+                if answer is None:  # a topic id this broker does not know
+                    answer = FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"")
                 partition = self.broker.partition(tp)
                 log_start = -1 if partition is None else partition.log.log_start_offset
-                parts.append(
-                    fr.FetchableTopicResponse.PartitionData(
+                partitions.append(
+                    _FetchTopic.PartitionData(
                         partition_index=index,
-                        error_code=d.error_code,
-                        high_watermark=d.high_watermark,
-                        last_stable_offset=d.high_watermark,  # no transactions: LSO = HW
+                        error_code=answer.error_code,
+                        high_watermark=answer.high_watermark,
+                        last_stable_offset=answer.high_watermark,  # no transactions: LSO = HW
                         log_start_offset=log_start,
                         aborted_transactions=[] if read_committed else None,
                         preferred_read_replica=-1,
-                        records=d.records,
+                        records=answer.records,
                     )
                 )
-            topics.append(
-                fr.FetchableTopicResponse(topic=name, topic_id=topic_id, partitions=parts)
-            )
-        response = fr(
+            topics.append(_FetchTopic(topic=name, topic_id=topic_id, partitions=partitions))
+        response = FetchResponse(
             version=version, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
         )
         return codec.encode_response(response, correlation_id)
 
 
-def check_produce_batch(records: bytes | None) -> RecordBatchHeader | int:  # noqa: PLR0911
-    """The batch's header if ``records`` is exactly one valid magic-2 batch, else the
-    error code: INVALID_RECORD (87) or CORRUPT_MESSAGE (2). O(len(records)) (the CRC)."""
-    if records is None or len(records) < _HEADER_MAGIC_AT + 1:
-        return ErrorCode.INVALID_RECORD if not records else ErrorCode.CORRUPT_MESSAGE
+def check_produce_batch(records: bytes | None) -> RecordBatchHeader:
+    """The batch's header if ``records`` is exactly one valid magic-2 batch; else raise
+    :class:`~purgatory_broker.broker.errors.KafkaError` with INVALID_RECORD (87), or
+    :class:`CorruptRecordError` (answered CORRUPT_MESSAGE, 2) for a truncated batch or a
+    CRC-32C mismatch. O(len(records))."""
+    if not records:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "no records")
+    if len(records) < _HEADER_MAGIC_AT + 1:
+        raise CorruptRecordError(f"{len(records)} bytes hold no batch header")
     if records[_HEADER_MAGIC_AT] != 2:
-        return ErrorCode.INVALID_RECORD
-    try:
-        header = RecordBatchHeader.parse(records)
-    except CorruptRecordError:
-        return ErrorCode.CORRUPT_MESSAGE
-    if header.size_bytes < len(records):  # more than one batch (or trailing bytes)
-        return ErrorCode.INVALID_RECORD
-    try:
-        validate_batch(records, check_crc=True)
-    except CorruptRecordError:
-        return ErrorCode.CORRUPT_MESSAGE  # truncated, bad lengths, CRC mismatch
-    if (
-        header.records_count != header.last_offset_delta + 1
-        or header.attributes & _RECORD_BITS_TRANSACTIONAL_OR_CONTROL
-    ):
-        return ErrorCode.INVALID_RECORD
+        raise KafkaError(ErrorCode.INVALID_RECORD, f"magic {records[_HEADER_MAGIC_AT]}, not 2")
+    header = RecordBatchHeader.parse(records)
+    if header.size_bytes < len(records):
+        raise KafkaError(ErrorCode.INVALID_RECORD, "more than one batch, or bytes after the batch")
+    validate_batch(records, check_crc=True)  # truncated, bad lengths, CRC mismatch
+    if header.records_count != header.last_offset_delta + 1:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"{header.records_count} records, last offset delta {header.last_offset_delta}",
+        )
+    if header.attributes & _RECORD_BITS_TRANSACTIONAL_OR_CONTROL:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional or control batch")
     return header
 
 
-def _produce_error(code: int) -> ProducePartitionResponse:
-    return ProducePartitionResponse(int(code), -1)
+@dataclass(slots=True)
+class _ProducePlan:
+    """A produce request's partitions, sorted before anything is appended; a
+    partition is in at most one of ``refused``, ``batches`` and ``retried``."""
+
+    acks: int
+    #: answered before any wait, with their error code
+    refused: dict[TopicPartition, ProducePartitionResponse] = field(default_factory=dict)
+    #: to append, and the batch's header (kept for its producer state)
+    batches: dict[TopicPartition, bytes] = field(default_factory=dict)
+    headers: dict[TopicPartition, RecordBatchHeader] = field(default_factory=dict)
+    #: an idempotent producer's retried batch: (base offset, last offset) of its append
+    retried: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop ``tp`` from the batches to append and the retries. O(1)."""
+        self.batches.pop(tp, None)
+        self.retried.pop(tp, None)
+
+
+def _close_if_any_failed(plan: _ProducePlan, op: DelayedProduce | None) -> None:
+    """acks=0: raise :class:`CloseConnection` if a partition failed, Kafka's way of
+    telling a producer that reads no answer. O(partitions)."""
+    failed = [tp for tp, r in plan.refused.items() if r.error_code != 0]
+    if op is not None:
+        failed += [tp for tp, s in op.statuses.items() if s.error_code != 0]
+    if failed:
+        raise CloseConnection(f"acks=0 produce failed for {sorted(map(str, failed))}")
 
 
 def _sleep_then(value: T, delay_ms: int) -> asyncio.Future[T]:

@@ -9,7 +9,8 @@ append instead of appending a second copy.
 
 Like Kafka's ``ProducerStateManager``, the table keeps, per (partition, producer
 id), the epoch and the metadata of the last :data:`CACHED_BATCHES` batches
-appended. :meth:`ProducerStateTable.check` classifies an incoming batch:
+appended. :meth:`ProducerStateTable.check` classifies an incoming batch (a refusal
+is raised, a :class:`~purgatory_broker.broker.errors.KafkaError` carrying its code):
 
 ==========================================  =====================================
 incoming batch                              verdict
@@ -59,7 +60,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from purgatory import IdleTracker, SystemTimer, TopicPartition
-from purgatory_broker.broker import ErrorCode
+from purgatory_broker.broker.errors import ErrorCode, KafkaError
 
 __all__ = [
     "CACHED_BATCHES",
@@ -136,23 +137,38 @@ class ProducerStateTable:
 
     def check(
         self, tp: TopicPartition, producer_id: int, epoch: int, base_sequence: int, last_seq: int
-    ) -> BatchMetadata | int | None:
-        """None: append it. A :class:`BatchMetadata`: a duplicate of that batch.
-        An int: the error code to answer. O(CACHED_BATCHES)."""
+    ) -> BatchMetadata | None:
+        """None: append it. A :class:`BatchMetadata`: a duplicate of that batch, not to
+        append again. Raises :class:`~purgatory_broker.broker.errors.KafkaError` with
+        INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER for a batch to refuse (the
+        table in the module doc). O(CACHED_BATCHES)."""
         entry = self._entries.get((tp, producer_id))
         if entry is None:
             return None
         if epoch < entry.epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"{tp}: producer {producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
         if epoch > entry.epoch:
-            return None if base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            if base_sequence != 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"{tp}: producer {producer_id}'s new epoch {epoch} starts at sequence "
+                    f"{base_sequence}, not 0",
+                )
+            return None
         for batch in entry.batches:
             if batch.first_sequence == base_sequence and batch.last_sequence == last_seq:
                 return batch
         if entry.batches:
             expected = (entry.batches[-1].last_sequence + 1) % _SEQUENCE_MODULUS
             if base_sequence != expected:
-                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"{tp}: producer {producer_id} sent sequence {base_sequence}, "
+                    f"expected {expected}",
+                )
         return None
 
     def record(
