@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from purgatory_broker.cli import Parser, port
 
@@ -43,88 +43,111 @@ class StartupError(Exception):
 
 _D = WireConfig()
 
+# The integer options, one table per group of --help: (config field, help). The flag is
+# the field's name with dashes, the default the config's.
+
+#: the broker's shape: partitions, followers, replication, frames, flushing
+BROKER_OPTIONS = (
+    ("partitions", "partitions of each topic created on first use (default %(default)s)"),
+    ("followers", "simulated followers per partition (default %(default)s)"),
+    ("follower_lag_ms", "pause between a follower's fetches (default %(default)s)"),
+    (
+        "min_insync_replicas",
+        "an acks=all produce needs this many replicas in sync, the leader included, "
+        "else NOT_ENOUGH_REPLICAS (Kafka's min.insync.replicas; default %(default)s)",
+    ),
+    (
+        "replica_lag_time_max_ms",
+        "a follower not caught up with the leader for this long leaves the ISR "
+        "(Kafka's replica.lag.time.max.ms; default %(default)s)",
+    ),
+    (
+        "max_frame_bytes",
+        "close a connection that sends a larger request "
+        "(Kafka's socket.request.max.bytes; default %(default)s)",
+    ),
+    (
+        "flush_messages",
+        "fsync a partition after this many records (Kafka's flush.messages; "
+        "default: never; acknowledged records are in the files either way)",
+    ),
+    (
+        "flush_ms",
+        "fsync a partition this long after its first unflushed write "
+        "(Kafka's flush.ms; default: never)",
+    ),
+)
+
+#: the options that keep one client from taking the broker down (docs/broker/wire.md)
+LIMIT_OPTIONS = (
+    (
+        "max_partitions",
+        "topics are auto-created only while the broker leads at most this many "
+        "partitions (each holds about 3 file descriptors); past it a new topic is "
+        "answered UNKNOWN_TOPIC_OR_PARTITION (default %(default)s)",
+    ),
+    (
+        "connections_max_idle_ms",
+        "close a connection silent this long, unless it waits for a delayed reply "
+        "(Kafka's connections.max.idle.ms; default %(default)s)",
+    ),
+    (
+        "max_frame_wait_ms",
+        "close a connection whose request has not fully arrived this long after its "
+        "first byte (default %(default)s)",
+    ),
+    (
+        "max_pending_response_bytes",
+        "per connection: stop reading requests while the replies not yet taken by the "
+        "client hold this many bytes (a waiting fetch counts its max_bytes; "
+        "default %(default)s)",
+    ),
+    (
+        "max_pending_responses",
+        "per connection: stop reading requests while this many replies are not yet "
+        "written (default %(default)s)",
+    ),
+    (
+        "producer_id_expiration_ms",
+        "forget an idempotent producer's state (per partition) this long after its "
+        "last write (Kafka's producer.id.expiration.ms; default %(default)s)",
+    ),
+)
+
+#: the consumer-group coordinator's settings (docs/broker/wire.md: consumer groups)
+GROUP_OPTIONS = (
+    (
+        "group_initial_rebalance_delay_ms",
+        "an empty group's first rebalance waits this long for more members, again "
+        "while they keep coming, up to the rebalance timeout "
+        "(Kafka's group.initial.rebalance.delay.ms); default %(default)s",
+    ),
+    (
+        "group_min_session_timeout_ms",
+        "the shortest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT "
+        "(Kafka's group.min.session.timeout.ms); default %(default)s",
+    ),
+    (
+        "group_max_session_timeout_ms",
+        "the longest session timeout a member may ask for "
+        "(Kafka's group.max.session.timeout.ms); default %(default)s",
+    ),
+    (
+        "offsets_retention_minutes",
+        "committed offsets of a group without members are dropped this long after the "
+        "later of their commit and the group emptying (Kafka's offsets.retention.minutes); "
+        "default %(default)s",
+    ),
+)
+
+#: every integer option's table
+INT_OPTIONS = (BROKER_OPTIONS, LIMIT_OPTIONS, GROUP_OPTIONS)
+
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
     """The config and whether to run on uvloop; exits with a usage error on bad options."""
-    p = Parser(
-        prog=PROG,
-        description=(
-            "A one-broker Kafka cluster for unmodified clients, backed by the purgatory: "
-            "acks=all produces wait in a DelayedProduce until simulated followers "
-            "replicate, long-poll fetches wait in a DelayedFetch."
-        ),
-    )
-    p.add_argument("--host", default=_D.host, help="address to bind (default %(default)s)")
-    p.add_argument("--port", type=port, default=_D.port, help="0 picks one (default %(default)s)")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="partition logs and committed offsets; one that holds data is reopened "
-        "(default: a temporary directory, removed at exit)",
-    )
-    p.add_argument(
-        "--partitions",
-        type=int,
-        default=_D.partitions,
-        help="partitions of each topic created on first use (default %(default)s)",
-    )
-    p.add_argument(
-        "--followers",
-        type=int,
-        default=_D.followers,
-        help="simulated followers per partition (default %(default)s)",
-    )
-    p.add_argument(
-        "--follower-lag-ms",
-        type=int,
-        default=_D.follower_lag_ms,
-        help="pause between a follower's fetches (default %(default)s)",
-    )
-    p.add_argument(
-        "--min-insync-replicas",
-        type=int,
-        default=_D.min_insync_replicas,
-        help="an acks=all produce needs this many replicas in sync, the leader included, "
-        "else NOT_ENOUGH_REPLICAS (Kafka's min.insync.replicas; default %(default)s)",
-    )
-    p.add_argument(
-        "--replica-lag-time-max-ms",
-        type=int,
-        default=_D.replica_lag_time_max_ms,
-        help="a follower not caught up with the leader for this long leaves the ISR "
-        "(Kafka's replica.lag.time.max.ms; default %(default)s)",
-    )
-    p.add_argument(
-        "--max-frame-bytes",
-        type=int,
-        default=_D.max_frame_bytes,
-        help="close a connection that sends a larger request "
-        "(Kafka's socket.request.max.bytes; default %(default)s)",
-    )
-    p.add_argument(
-        "--flush-messages",
-        type=int,
-        default=_D.flush_messages,
-        help="fsync a partition after this many records (Kafka's flush.messages; "
-        "default: never; acknowledged records are in the files either way)",
-    )
-    p.add_argument(
-        "--flush-ms",
-        type=int,
-        default=_D.flush_ms,
-        help="fsync a partition this long after its first unflushed write "
-        "(Kafka's flush.ms; default: never)",
-    )
-    p.add_argument(
-        "--no-advertise-followers",
-        action="store_true",
-        help="list only broker 0 in Metadata replicas and ISR",
-    )
-    add_limit_options(p)
-    add_group_options(p)
-    p.add_argument("--uvloop", action="store_true", help="run on uvloop")
-    p.add_argument("-v", "--verbose", action="store_true", help="log connections and topics")
-    args = p.parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -133,127 +156,63 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         host=args.host,
         port=args.port,
         data_dir=args.data_dir,
-        partitions=args.partitions,
-        followers=args.followers,
-        follower_lag_ms=args.follower_lag_ms,
-        min_insync_replicas=args.min_insync_replicas,
-        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
-        max_frame_bytes=args.max_frame_bytes,
         advertise_followers=not args.no_advertise_followers,
-        **limit_options(args),
-        **group_options(args),
-        flush_messages=args.flush_messages,
-        flush_ms=args.flush_ms,
+        **{field: getattr(args, field) for table in INT_OPTIONS for field, _ in table},
     )
     try:
         config.validate()
     except ValueError as exc:
-        p.error(str(exc))
+        parser.error(str(exc))
     return config, args.uvloop
 
 
-def add_limit_options(p: argparse.ArgumentParser) -> None:
-    """The options that keep one client from taking the broker down (docs/broker/wire.md)."""
-    g = p.add_argument_group("limits")
-    g.add_argument(
-        "--max-partitions",
-        type=int,
-        default=_D.max_partitions,
-        help="topics are auto-created only while the broker leads at most this many "
-        "partitions (each holds about 3 file descriptors); past it a new topic is "
-        "answered UNKNOWN_TOPIC_OR_PARTITION (default %(default)s)",
+def build_parser() -> Parser:
+    """Every option, in --help's order: where to listen and store, the broker's shape,
+    then the limits and the consumer groups, each in its own group."""
+    parser = Parser(
+        prog=PROG,
+        description=(
+            "A one-broker Kafka cluster for unmodified clients, backed by the purgatory: "
+            "acks=all produces wait in a DelayedProduce until simulated followers "
+            "replicate, long-poll fetches wait in a DelayedFetch."
+        ),
     )
-    g.add_argument(
-        "--connections-max-idle-ms",
-        type=int,
-        default=_D.connections_max_idle_ms,
-        help="close a connection silent this long, unless it waits for a delayed reply "
-        "(Kafka's connections.max.idle.ms; default %(default)s)",
+    parser.add_argument("--host", default=_D.host, help="address to bind (default %(default)s)")
+    parser.add_argument(
+        "--port", type=port, default=_D.port, help="0 picks one (default %(default)s)"
     )
-    g.add_argument(
-        "--max-frame-wait-ms",
-        type=int,
-        default=_D.max_frame_wait_ms,
-        help="close a connection whose request has not fully arrived this long after its "
-        "first byte (default %(default)s)",
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="partition logs and committed offsets; one that holds data is reopened "
+        "(default: a temporary directory, removed at exit)",
     )
-    g.add_argument(
-        "--max-pending-response-bytes",
-        type=int,
-        default=_D.max_pending_response_bytes,
-        help="per connection: stop reading requests while the replies not yet taken by the "
-        "client hold this many bytes (a waiting fetch counts its max_bytes; "
-        "default %(default)s)",
+    add_int_options(parser, BROKER_OPTIONS)
+    parser.add_argument(
+        "--no-advertise-followers",
+        action="store_true",
+        help="list only broker 0 in Metadata replicas and ISR",
     )
-    g.add_argument(
-        "--max-pending-responses",
-        type=int,
-        default=_D.max_pending_responses,
-        help="per connection: stop reading requests while this many replies are not yet "
-        "written (default %(default)s)",
-    )
-    g.add_argument(
-        "--producer-id-expiration-ms",
-        type=int,
-        default=_D.producer_id_expiration_ms,
-        help="forget an idempotent producer's state (per partition) this long after its "
-        "last write (Kafka's producer.id.expiration.ms; default %(default)s)",
-    )
+    add_int_options(parser.add_argument_group("limits"), LIMIT_OPTIONS)
+    add_int_options(parser.add_argument_group("consumer groups"), GROUP_OPTIONS)
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log connections and topics")
+    return parser
 
 
-#: the consumer-group options: (config field, help); the flag is the field's name
-GROUP_OPTIONS = (
-    (
-        "group_initial_rebalance_delay_ms",
-        "an empty group's first rebalance waits this long for more members, again "
-        "while they keep coming, up to the rebalance timeout "
-        "(Kafka's group.initial.rebalance.delay.ms)",
-    ),
-    (
-        "group_min_session_timeout_ms",
-        "the shortest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT "
-        "(Kafka's group.min.session.timeout.ms)",
-    ),
-    (
-        "group_max_session_timeout_ms",
-        "the longest session timeout a member may ask for (Kafka's group.max.session.timeout.ms)",
-    ),
-    (
-        "offsets_retention_minutes",
-        "committed offsets of a group without members are dropped this long after the "
-        "later of their commit and the group emptying (Kafka's offsets.retention.minutes)",
-    ),
-)
+class _Options(Protocol):
+    """A parser, or a group of its options."""
+
+    def add_argument(self, *names: str, **settings: Any) -> argparse.Action: ...
 
 
-def add_group_options(p: argparse.ArgumentParser) -> None:
-    """The consumer-group coordinator's settings (docs/broker/wire.md: consumer groups)."""
-    g = p.add_argument_group("consumer groups")
-    for field, text in GROUP_OPTIONS:
-        g.add_argument(
-            "--" + field.replace("_", "-"),
-            type=int,
-            default=getattr(_D, field),
-            help=text + "; default %(default)s",
+def add_int_options(group: _Options, options: Sequence[tuple[str, str]]) -> None:
+    """Add each (config field, help) of ``options`` as ``--field-name``, an int
+    defaulting to the config's."""
+    for field, text in options:
+        group.add_argument(
+            "--" + field.replace("_", "-"), type=int, default=getattr(_D, field), help=text
         )
-
-
-def group_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`WireConfig` fields set by :func:`add_group_options`."""
-    return {field: getattr(args, field) for field, _ in GROUP_OPTIONS}
-
-
-def limit_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`WireConfig` fields set by :func:`add_limit_options`."""
-    names = (
-        "max_partitions",
-        "connections_max_idle_ms",
-        "max_frame_wait_ms",
-        "max_pending_response_bytes",
-        "max_pending_responses",
-        "producer_id_expiration_ms",
-    )
-    return {name: getattr(args, name) for name in names}
 
 
 def check_data_dir(path: str) -> str | None:
