@@ -59,7 +59,7 @@ from types import TracebackType
 
 from purgatory import Clock, DelayedOperationPurgatory, SystemTimer, TimerTask, TopicPartition
 
-from .errors import ErrorCode
+from .errors import ErrorCode, KafkaError
 from .group_delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin
 from .groups import (
     GroupMetadata,
@@ -295,7 +295,7 @@ class GroupCoordinator:
 
     # -- JoinGroup -------------------------------------------------------------------
 
-    def join_group(  # noqa: PLR0911
+    def join_group(
         self,
         group_id: str,
         member_id: str,
@@ -312,62 +312,106 @@ class GroupCoordinator:
     ) -> None:
         """Join (or rejoin) ``group_id``; ``on_join`` gets the answer once, maybe at once
         (errors, MEMBER_ID_REQUIRED), else when the rebalance completes. O(members)."""
-        cfg = self.config
-        if not group_id:
-            return on_join(JoinResult(ErrorCode.INVALID_GROUP_ID, member_id))
-        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
-            return on_join(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
+        try:
+            group = self._group_to_join(group_id, member_id, session_timeout_ms)
+            unchanged = self._check_joining_member(group, member_id, protocol_type, protocols)
+        except KafkaError as exc:  # the one place a refused join becomes its answer
+            return on_join(JoinResult(exc.code, member_id))
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0: none given
+        if member_id in group.members:
+            member = group.members[member_id]
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            return self._rejoin(group, member, protocols, unchanged, on_join)
+        if not member_id:
+            member_id = f"{client_id}-{uuid.uuid4()}"
+            if require_known_member_id:  # KIP-394: rejoin with this id
+                group.pending[member_id] = session_timeout_ms
+                self._schedule_heartbeat(group, member_id, None, session_timeout_ms)
+                return on_join(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id))
+        member = MemberMetadata(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            list(protocols),
+            awaiting_join=on_join,
+        )
+        return self._add_member(group, member)
+
+    def _group_to_join(
+        self, group_id: str, member_id: str, session_timeout_ms: int
+    ) -> GroupMetadata:
+        """The group a JoinGroup names, created for a new member's first join; raises
+        :class:`KafkaError` for a join refused before its member is looked at. O(1)."""
+        cfg = self.config
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "an empty group id")
+        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_SESSION_TIMEOUT,
+                f"session timeout {session_timeout_ms} ms is outside "
+                f"[{cfg.min_session_timeout_ms}, {cfg.max_session_timeout_ms}]",
+            )
         group = self._groups.get(group_id)
         if group is None:
             if member_id:
-                return on_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"{group_id} has no members")
             group = self._groups[group_id] = GroupMetadata(
                 group_id, state_since_ms=self._wall_clock_ms()
             )
         if group.state is Dead:
-            return on_join(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{group_id} is dead")
+        return group
+
+    def _check_joining_member(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> bool:
+        """Whether a known member joins with the protocols it has; raises
+        :class:`KafkaError` for an unknown member id or no protocol in common with the
+        group. O(members x protocols)."""
         known = member_id in group.members
         if not known and member_id not in group.pending and member_id:
-            return on_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not in the group")
         unchanged = known and group.members[member_id].same_protocols(protocols)
         if not unchanged and not group.supports(protocol_type, protocols, excluding=member_id):
-            return on_join(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
-        if not member_id:
-            member_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id:
-                group.pending[member_id] = session_timeout_ms
-                self._schedule_heartbeat(group, member_id, None, session_timeout_ms)
-                return on_join(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id))
-        if not known:
-            group.pending.pop(member_id, None)
-            self.heartbeat_purgatory.cancel_for_key((group_id, member_id))
-            member = MemberMetadata(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                list(protocols),
-                awaiting_join=on_join,
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"no protocol shared with {group.group_id}"
             )
-            if group.state is Preparing and group.generation_id == 0:
-                group.new_member_added = True
-            group.add(member)
-            self._maybe_prepare_rebalance(group)
-            return None
-        member = group.members[member_id]
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
+        return unchanged
+
+    def _add_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """A new member joins (a pending one's heartbeat wait ends): rebalance. O(members)."""
+        group.pending.pop(member.member_id, None)
+        self.heartbeat_purgatory.cancel_for_key((group.group_id, member.member_id))
+        if group.state is Preparing and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._maybe_prepare_rebalance(group)
+
+    def _rejoin(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        unchanged: bool,
+        on_join: Callable[[JoinResult], None],
+    ) -> None:
+        """A member joins again: answered the current generation at once when nothing
+        changes (Kafka's rule), else it waits for a rebalance. O(members)."""
         if (
             group.state in (Completing, Stable)
             and unchanged
-            and (group.state is Completing or member_id != group.leader_id)
+            and (group.state is Completing or member.member_id != group.leader_id)
         ):
-            # a rejoin that changes nothing: the current generation again (Kafka's rule)
             self._touch(group, member)
             return on_join(self._join_result(group, member))
         member.protocols = list(protocols)
