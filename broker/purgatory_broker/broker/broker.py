@@ -470,17 +470,7 @@ class Broker:
         self.counters.fetch_requests += 1
         statuses = dict(requests)
         if replica_id >= 0:
-            now_ms = self.now_ms()
-            for tp, status in statuses.items():
-                partition = self._partitions.get(tp)
-                if partition is None or status.fetch_offset > partition.log_end_offset:
-                    continue  # answered by the read with its error
-                try:
-                    moved = partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms)
-                except NotLeaderError:
-                    continue
-                if moved:
-                    self._high_watermark_moved(tp)
+            self._record_follower_fetch(statuses, replica_id)
 
         def read() -> dict[TopicPartition, FetchPartitionData]:
             return self._read(statuses, replica_id, max_bytes)
@@ -496,16 +486,40 @@ class Broker:
         accumulated = op.accumulated_bytes()
         if max_wait_ms <= 0 or accumulated is None or accumulated >= min_bytes:
             op.force_complete()
-            return op
+        else:
+            self._watch_fetch(op, max_wait_ms)
+        return op
+
+    def _record_follower_fetch(
+        self, statuses: Mapping[TopicPartition, FetchPartitionStatus], replica_id: int
+    ) -> None:
+        """A follower's fetch offsets are its log end offsets: move each partition's
+        high watermark with them. O(partitions) plus the purgatory checks."""
+        now_ms = self.now_ms()
+        for tp, status in statuses.items():
+            partition = self._partitions.get(tp)
+            if partition is None or status.fetch_offset > partition.log_end_offset:
+                continue  # answered by the read with its error
+            try:
+                moved = partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms)
+            except NotLeaderError:
+                continue
+            if moved:
+                self._high_watermark_moved(tp)
+
+    def _watch_fetch(self, op: DelayedFetch, max_wait_ms: int) -> None:
+        """Trace a fetch that waits and watch it: a follower's under its partitions'
+        replica keys, a consumer's under the partitions (see the module doc). O(partitions)."""
+        statuses = op.statuses
+        follower = op.replica_id >= 0
         if self.recorder is not None:
-            kind = "fetch_follower" if replica_id >= 0 else "fetch_consumer"
+            kind = "fetch_follower" if follower else "fetch_consumer"
             op.attach_trace(self, self._new_row("fetch", kind, statuses, max_wait_ms), self.now_ms)
-        if replica_id >= 0:
+        if follower:
             keys = self._replica_keys
             self.fetch_purgatory.try_complete_else_watch(op, [keys[tp] for tp in statuses])
         else:
             self.fetch_purgatory.try_complete_else_watch(op, statuses)
-        return op
 
     def _read(
         self,

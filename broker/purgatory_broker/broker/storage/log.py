@@ -187,6 +187,29 @@ class LogRecovery:
     reasons: tuple[str, ...] = ()  # one line per repair
 
 
+def _check_settings(
+    segment_bytes: int,
+    index_interval_bytes: int,
+    max_index_size_bytes: int,
+    flush_messages: int | None,
+    flush_ms: int | None,
+) -> None:
+    """Raise ValueError naming the first setting a log cannot have. O(1)."""
+    for name, value in (
+        ("segment_bytes", segment_bytes),
+        ("index_interval_bytes", index_interval_bytes),
+        ("max_index_size_bytes", max_index_size_bytes),
+        ("flush_messages", 1 if flush_messages is None else flush_messages),
+        ("flush_ms", 1 if flush_ms is None else flush_ms),
+    ):
+        if type(value) is not int or value <= 0:
+            raise ValueError(f"{name} must be a positive int, not {value!r}")
+    if segment_bytes > _INT32_MAX:
+        raise ValueError(f"segment_bytes must fit an int32 position, not {segment_bytes}")
+    if max_index_size_bytes < ENTRY_BYTES:
+        raise ValueError(f"max_index_size_bytes must be >= {ENTRY_BYTES}")
+
+
 class PartitionLog:
     """The log of one partition in ``directory`` (created if missing).
 
@@ -233,19 +256,9 @@ class PartitionLog:
         clock: Clock | None = None,
         open_files: OpenFiles | None = None,
     ) -> None:
-        for name, value in (
-            ("segment_bytes", segment_bytes),
-            ("index_interval_bytes", index_interval_bytes),
-            ("max_index_size_bytes", max_index_size_bytes),
-            ("flush_messages", 1 if flush_messages is None else flush_messages),
-            ("flush_ms", 1 if flush_ms is None else flush_ms),
-        ):
-            if type(value) is not int or value <= 0:
-                raise ValueError(f"{name} must be a positive int, not {value!r}")
-        if segment_bytes > _INT32_MAX:
-            raise ValueError(f"segment_bytes must fit an int32 position, not {segment_bytes}")
-        if max_index_size_bytes < ENTRY_BYTES:
-            raise ValueError(f"max_index_size_bytes must be >= {ENTRY_BYTES}")
+        _check_settings(
+            segment_bytes, index_interval_bytes, max_index_size_bytes, flush_messages, flush_ms
+        )
         self._directory = Path(directory)
         self._directory.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes

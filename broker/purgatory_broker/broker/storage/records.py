@@ -579,43 +579,22 @@ def build_batch(
         raise UnsupportedCompressionError(
             f"cannot build a batch with codec {compression}: only none and gzip"
         )
-    plain = _encode_plain_records(records)  # the common case: values only
-    if plain is not None:
-        if base_timestamp_ms is None:
-            base_timestamp_ms = time.time_ns() // 1_000_000
-        count = len(records)
-        max_timestamp_ms = base_timestamp_ms
-        payload = plain
-    else:
-        items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
-        if base_timestamp_ms is None:
-            first = items[0].timestamp_ms
-            base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
-        timestamps_ms = [
-            base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items
-        ]
-        body = bytearray()
-        for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
-            _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
-        payload = bytes(body)
-        count = len(items)
-        max_timestamp_ms = max(timestamps_ms)
+    payload, base_timestamp_ms, max_timestamp_ms = _encode_records(records, base_timestamp_ms)
     if compression == CompressionType.GZIP:
         compressor = zlib.compressobj(wbits=31)
         payload = compressor.compress(payload) + compressor.flush()
-    attributes = compression | (_TRANSACTIONAL_BIT if is_transactional else 0)
-    batch_length = HEADER_BYTES - LOG_OVERHEAD_BYTES + len(payload)
+    count = len(records)
     out = bytearray(HEADER_BYTES)
     _HEADER.pack_into(
         out,
         0,
         base_offset,
-        batch_length,
+        HEADER_BYTES - LOG_OVERHEAD_BYTES + len(payload),  # batch_length
         partition_leader_epoch,
         MAGIC,
         0,  # crc, filled in below
-        attributes,
-        count - 1,
+        compression | (_TRANSACTIONAL_BIT if is_transactional else 0),  # attributes
+        count - 1,  # last_offset_delta
         base_timestamp_ms,
         max_timestamp_ms,
         producer_id,
@@ -626,6 +605,27 @@ def build_batch(
     out += payload
     _CRC.pack_into(out, 17, crc32c_span_of_bytearray(out, CRC_START, len(out)))  # C if compiled
     return bytes(out)
+
+
+def _encode_records(
+    records: Sequence[Record | bytes], base_timestamp_ms: int | None
+) -> tuple[bytes, int, int]:
+    """The records section (uncompressed), the batch's base timestamp and its max one;
+    see :func:`build_batch`. O(total record size)."""
+    plain = _encode_plain_records(records)  # the common case: values only
+    if plain is not None:
+        if base_timestamp_ms is None:
+            base_timestamp_ms = time.time_ns() // 1_000_000
+        return plain, base_timestamp_ms, base_timestamp_ms
+    items = [r if isinstance(r, Record) else Record(bytes(r)) for r in records]
+    if base_timestamp_ms is None:
+        first = items[0].timestamp_ms
+        base_timestamp_ms = first if first is not None else time.time_ns() // 1_000_000
+    timestamps_ms = [base_timestamp_ms if r.timestamp_ms is None else r.timestamp_ms for r in items]
+    body = bytearray()
+    for delta, (record, ts_ms) in enumerate(zip(items, timestamps_ms, strict=True)):
+        _encode_record(body, record, delta, ts_ms - base_timestamp_ms)
+    return bytes(body), base_timestamp_ms, max(timestamps_ms)
 
 
 def _decompress(header: RecordBatchHeader, payload: memoryview) -> BytesLike:
