@@ -73,6 +73,7 @@ error, not something to cut silently.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -220,18 +221,17 @@ class LogSegment:
         max_index_size_bytes: int,
         files: OpenFiles,
         active: bool,
-        index: OffsetIndex | None = None,
     ) -> None:
-        """Open the files as they are; use :meth:`create` or :meth:`open`."""
+        """Open the files as they are (the index is created if missing); use
+        :meth:`create` or :meth:`open`. Raises :class:`CorruptIndexError` for an index
+        that fails its check at open, and OSError, with nothing left open."""
         self._base_offset = base_offset
         self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self._index_interval_bytes = index_interval_bytes
         self._max_index_size_bytes = max_index_size_bytes
-        if index is None:
-            index = OffsetIndex(
-                self.index_path, base_offset, max_index_size_bytes, open_files=files
-            )
-        self._index = index
+        self._index = OffsetIndex(
+            self.index_path, base_offset, max_index_size_bytes, open_files=files
+        )
         self._files = files
         self._closed = False
         self._active = active  # takes appends
@@ -239,11 +239,17 @@ class LogSegment:
         # log, held for good; while rolled, -1 or a descriptor registered in _files
         # (which may close it)
         self._fd = -1
-        if active:
-            self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
-            size_bytes = os.fstat(self._fd).st_size
-        else:
-            size_bytes = os.stat(self._log_path).st_size
+        try:
+            if active:
+                self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+                size_bytes = os.fstat(self._fd).st_size
+            else:
+                size_bytes = os.stat(self._log_path).st_size
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+            self._index.close(trim=False)
+            raise
         # invariant: the file holds exactly _size_bytes bytes (every append is
         # written through before it returns)
         self._size_bytes = size_bytes
@@ -297,33 +303,27 @@ class LogSegment:
 
         ``active`` marks the last segment: it is scanned in full (O(size)) and a
         torn tail is cut. Older segments are checked cheaply and left read-only
-        (index trimmed). Raises :class:`CorruptRecordError` for damage inside an
-        older segment.
+        (index trimmed). An index that is missing, or fails its check at open, is
+        rebuilt from the log. Raises :class:`CorruptRecordError` for damage inside
+        an older segment.
         """
         index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         reason = "" if index_path.exists() else f"{index_path.name} is missing"
+        make = functools.partial(
+            cls,
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size_bytes=max_index_size_bytes,
+            files=files,
+            active=active,
+        )
         try:
-            index: OffsetIndex | None = OffsetIndex(
-                index_path, base_offset, max_index_size_bytes, open_files=files
-            )
-        except CorruptIndexError as exc:
+            segment = make()
+        except CorruptIndexError as exc:  # rebuilt: from an empty index
             reason = str(exc)
             index_path.unlink()
-            index = None
-        try:
-            segment = cls(
-                directory,
-                base_offset,
-                index_interval_bytes=index_interval_bytes,
-                max_index_size_bytes=max_index_size_bytes,
-                files=files,
-                active=active,
-                index=index,
-            )
-        except BaseException:
-            if index is not None:
-                index.close(trim=False)
-            raise
+            segment = make()
         try:
             if active:
                 recovery = segment._recover_active(reason)
@@ -533,12 +533,8 @@ class LogSegment:
         # the limits as 64-bit integers (no log reaches the cap), so the loop runs in C
         limit = min(max_bytes, _INT64_MAX)
         stop = min(max(max_offset, 0), _INT64_MAX)
-        header_bytes, overhead, magic_v2, crc_start = (
-            HEADER_BYTES,
-            LOG_OVERHEAD_BYTES,
-            MAGIC,
-            CRC_START,
-        )
+        header_bytes, overhead = HEADER_BYTES, LOG_OVERHEAD_BYTES
+        magic_v2, crc_start = MAGIC, CRC_START
         p = 0
         expected = -1  # the base offset the next batch must have; -1 before the first
         while position + p < size:
