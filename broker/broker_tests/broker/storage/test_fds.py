@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from purgatory_broker.broker import Broker, PartitionLog, build_batch, iter_batches, iter_records
 from purgatory_broker.broker.storage.open_files import OpenFiles
+from purgatory_broker.broker.storage.segment import LOG_SUFFIX, LogSegment
 
 from purgatory import TopicPartition
 from purgatory.testing import ManualClock
@@ -124,3 +125,33 @@ def test_out_of_descriptors_leaves_the_log_consistent(
     log._check_invariants()
     assert offsets(log.read(end, 1 << 20)) == [end, end + 1]
     log.close()
+
+
+@pytest.mark.parametrize("how", ["create", "open"])
+def test_a_segment_whose_log_cannot_be_opened_leaves_nothing_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """EMFILE for the log after its index was opened: the index is closed again
+    (``create`` used to leave its map open, and registered)."""
+    files = OpenFiles(capacity=4)
+    LogSegment.create(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
+                      files=files).close()  # fmt: skip
+    real_open = os.open
+
+    def emfile_for_the_log(path: str, *args: int) -> int:
+        if str(path).endswith(LOG_SUFFIX):
+            raise OSError(24, "Too many open files")
+        return real_open(path, *args)
+
+    baseline = open_fds()
+    monkeypatch.setattr(os, "open", emfile_for_the_log)
+    with pytest.raises(OSError, match="Too many"):
+        if how == "create":
+            LogSegment.create(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
+                              files=files)  # fmt: skip
+        else:
+            LogSegment.open(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
+                            files=files, active=True)  # fmt: skip
+    monkeypatch.setattr(os, "open", real_open)
+    assert len(files) == 0
+    assert open_fds() == baseline
