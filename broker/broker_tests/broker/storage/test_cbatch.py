@@ -1,7 +1,8 @@
 """The batch primitives the read path runs on (``cbatch.pxd`` in the compiled build,
 their pure-Python reference in ``records.py``): a span's CRC-32C, and the header
 walk of :func:`next_offset`. Both builds run these; in the compiled one the CRC is
-checked on both C paths (the CPU's instruction, where it has it, and the table).
+checked on both C paths (the CPU's instruction, where it has it, and the table)
+against the ``crc32c`` package, the pure build's path.
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ import random
 import struct
 
 import pytest
+from crc32c import crc32c as package_crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from purgatory_broker.broker.storage import records
 from purgatory_broker.broker.storage.records import (
     HEADER_BYTES,
     CorruptRecordError,
     build_batch,
-    crc32c,
     next_offset,
     span_crc32c,
     with_base_offset,
@@ -28,7 +28,7 @@ def test_every_span_of_random_data_has_the_packages_crc() -> None:
     data = random.Random(7).randbytes(80)
     for start in range(len(data) + 1):
         for end in range(start, len(data) + 1):
-            want = records._crc32c_python(data[start:end])
+            want = package_crc32c(data[start:end])
             assert span_crc32c(data, start, end) == want, (start, end)
             assert span_crc32c(data, start, end, hardware=False) == want, (start, end)
 
@@ -38,7 +38,7 @@ def test_every_span_of_random_data_has_the_packages_crc() -> None:
 def test_long_spans_agree_on_both_paths(data: bytes, draw: st.DataObject) -> None:
     start = draw.draw(st.integers(0, len(data)))
     end = draw.draw(st.integers(start, len(data)))
-    want = crc32c(data[start:end])
+    want = package_crc32c(data[start:end])
     assert span_crc32c(data, start, end) == want == span_crc32c(data, start, end, False)
 
 
@@ -91,7 +91,7 @@ def test_a_span_longer_than_a_batch() -> None:
     """The pure build views a long span instead of copying it; same value."""
     data = random.Random(8).randbytes(100_000)
     for start, end in ((0, 100_000), (3, 99_001), (4_000, 8_200)):
-        want = records._crc32c_python(data[start:end])
+        want = package_crc32c(data[start:end])
         assert span_crc32c(data, start, end) == want == span_crc32c(data, start, end, False)
 
 
@@ -100,7 +100,7 @@ def test_a_span_longer_than_a_batch() -> None:
 def test_a_built_batch_carries_the_packages_crc(values: list[bytes]) -> None:
     """build_batch computes its CRC over the bytearray it builds (in C when compiled)."""
     batch = build_batch(values)
-    assert struct.unpack_from(">I", batch, 17)[0] == crc32c(batch[21:])
+    assert struct.unpack_from(">I", batch, 17)[0] == package_crc32c(batch[21:])
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import zlib
 from typing import Any
 
 import pytest
+from crc32c import crc32c as package_crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from purgatory_broker.broker.storage import records
@@ -27,6 +28,8 @@ from purgatory_broker.broker.storage.records import (
     validate_batch,
     with_base_offset,
 )
+
+from purgatory.core.build import COMPILED
 
 CHECK = b"123456789"
 CHECK_CRC32C = 0xE3069283
@@ -53,32 +56,23 @@ def _sample(n: int = 3, **kwargs: Any) -> bytes:
 
 
 def test_crc32c_check_value() -> None:
-    assert crc32c(CHECK) == CHECK_CRC32C
-    assert records._crc32c_python(CHECK) == CHECK_CRC32C
+    assert crc32c(CHECK) == CHECK_CRC32C == package_crc32c(CHECK)
 
 
-def test_crc32c_native_is_used_when_installed() -> None:
-    pytest.importorskip("crc32c")
-    assert records.CRC32C_IMPLEMENTATION == "crc32c"
+def test_crc32c_is_computed_in_c_exactly_when_compiled() -> None:
+    assert ("compiled" if COMPILED else "crc32c") == records.CRC32C_IMPLEMENTATION
 
 
-def test_crc32c_empty_and_memoryview() -> None:
-    assert crc32c(b"") == 0 == records._crc32c_python(b"")
+def test_crc32c_empty_and_other_buffers() -> None:
+    assert crc32c(b"") == 0 == package_crc32c(b"")
     assert crc32c(memoryview(CHECK)) == crc32c(bytearray(CHECK)) == CHECK_CRC32C
 
 
 @deterministic
 @given(st.binary(max_size=2000))
-def test_crc32c_implementations_agree(data: bytes) -> None:
-    assert crc32c(data) == records._crc32c_python(data)
-
-
-def test_pure_python_fallback_builds_valid_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    native = _sample()
-    monkeypatch.setattr(records, "crc32c", records._crc32c_python)  # as without the package
-    assert crc32c(CHECK) == CHECK_CRC32C
-    assert _sample() == native
-    validate_batch(native)
+def test_crc32c_is_the_package_s(data: bytes) -> None:
+    """The compiled build's C against the crc32c package (the pure build's path)."""
+    assert crc32c(data) == package_crc32c(data)
 
 
 # ------------------------------------------------------------------ layout

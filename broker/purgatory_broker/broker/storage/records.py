@@ -42,8 +42,9 @@ Compression: gzip batches (codec 1) are built and decoded with :mod:`zlib`;
 other codecs (snappy, lz4, zstd) can be stored and forwarded as opaque bytes,
 but :func:`iter_records` refuses them with :class:`UnsupportedCompressionError`.
 
-CRC-32C comes from the ``crc32c`` package when it is installed (hardware
-accelerated), else from a table-driven pure-Python fallback.
+CRC-32C (:func:`crc32c`) is computed in C in the compiled build (``cbatch.pxd``), by
+the ``crc32c`` package (hardware accelerated) in the pure one: one name, two paths,
+which the tests check against each other.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -130,50 +131,6 @@ class UnsupportedCompressionError(ValueError):
 
 # --------------------------------------------------------------------------- CRC-32C
 
-_CRC32C_POLY_REFLECTED = 0x82F63B78  # Castagnoli, bit-reversed
-
-
-def _make_crc32c_table() -> tuple[int, ...]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ _CRC32C_POLY_REFLECTED if crc & 1 else crc >> 1
-        table.append(crc)
-    return tuple(table)
-
-
-_CRC32C_TABLE = _make_crc32c_table()
-
-
-def _crc32c_python(data: BytesLike, value: int = 0) -> int:
-    """CRC-32C in pure Python, one table look-up per byte. O(len(data))."""
-    table = _CRC32C_TABLE
-    crc = value ^ 0xFFFFFFFF
-    for byte in bytes(data):
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _load_native() -> Callable[[BytesLike], int] | None:
-    try:
-        import crc32c as native
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-    fn: Callable[[BytesLike], int] = native.crc32c
-    return fn
-
-
-_crc32c_native = _load_native()
-#: Which implementation :func:`crc32c` uses: ``"crc32c"`` (the package) or ``"python"``.
-CRC32C_IMPLEMENTATION = "python" if _crc32c_native is None else "crc32c"
-
-#: The CRC-32C (Castagnoli) of ``data`` as an unsigned 32-bit int. O(len(data)). The
-#: package's C function itself when it is installed (no Python call in between: a batch
-#: is checksummed about five times on its way through the simulation), else
-#: :func:`_crc32c_python`.
-crc32c: Callable[[BytesLike], int] = _crc32c_python if _crc32c_native is None else _crc32c_native
-
 #: Up to this many bytes, the pure build's :func:`crc32c_span` copies the span
 #: (cheaper than a memoryview for a typical batch); a longer one is viewed.
 _COPY_FOR_CRC_BYTES = 4096
@@ -183,7 +140,13 @@ try:
 except ImportError:  # the pure-Python build, with Cython not installed
     from .. import _cython_shim as cython
 
+#: Where :func:`crc32c` computes: ``"compiled"`` (C, ``cbatch.pxd``) or ``"crc32c"`` (the
+#: package, in the pure build).
+CRC32C_IMPLEMENTATION = "compiled" if cython.compiled else "crc32c"
+
 if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
+    from crc32c import crc32c as _package_crc32c
+
     #: A v2 header's (base offset, batch length, magic, crc, last offset delta) at
     #: ``data[p:]`` (``data`` holds at least the header there).
     batch_fields = struct.Struct(">qi4xbIxxi").unpack_from
@@ -194,9 +157,9 @@ if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
         if not 0 <= start <= end <= len(data):
             return -1
         if end - start <= _COPY_FOR_CRC_BYTES:
-            return crc32c(data[start:end])  # a small copy costs less than a memoryview
+            return _package_crc32c(data[start:end])  # a small copy costs less than a view
         with memoryview(data) as view:
-            return crc32c(view[start:end])
+            return _package_crc32c(view[start:end])
 
     #: the same for a bytearray (C has one function for each type)
     crc32c_span_of_bytearray = crc32c_span
@@ -209,6 +172,16 @@ if not cython.compiled:  # the compiled build cimports these, in C (cbatch.pxd)
         if set_epoch:
             _LEADER_EPOCH.pack_into(out, 12, leader_epoch)
         return bytes(out)
+
+
+def crc32c(data: BytesLike) -> int:
+    """The CRC-32C (Castagnoli) of ``data`` as an unsigned 32-bit int: in C in the
+    compiled build (``cbatch.pxd``: the CPU's crc32 instruction where it has it, else
+    a table), through the ``crc32c`` package in the pure one. Every CRC of this
+    package is this one or its span form. O(len(data)) (plus a copy of a buffer that
+    is not ``bytes``)."""
+    whole = data if type(data) is bytes else bytes(data)
+    return crc32c_span(whole, 0, len(whole))
 
 
 def span_crc32c(data: bytes, start: int, end: int, hardware: bool = True) -> int:
@@ -340,10 +313,7 @@ def validate_batch(buf: BytesLike, *, check_crc: bool = True) -> RecordBatchHead
             f"or records_count ({header.records_count})"
         )
     if check_crc:
-        if type(buf) is bytes:
-            actual = crc32c_span(buf, CRC_START, size)  # in C when compiled
-        else:
-            actual = crc32c(memoryview(buf)[CRC_START:])
+        actual = crc32c_span(buf if type(buf) is bytes else bytes(buf), CRC_START, size)
         if actual != header.crc:
             raise CorruptRecordError(
                 f"CRC mismatch: header says {header.crc:#010x}, data gives {actual:#010x}"

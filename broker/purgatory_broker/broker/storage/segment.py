@@ -45,9 +45,9 @@ offset and leader epoch lie outside the CRC, hence the continuity check. Cost:
 one CRC-32C pass over the bytes served; see BENCHMARKS.md. The compiled build
 reads each batch's header and computes its CRC-32C in C (``cbatch.pxd``: the
 CPU's crc32 instruction on x86-64, else an 8-bytes-a-step table), with no
-Python call, object or slice per batch; the pure build calls
-:func:`~.records.crc32c` (the ``crc32c`` package, about 0.4 us per 600-byte
-batch, call and slice included).
+Python call, object or slice per batch; the pure build calls the ``crc32c``
+package (through ``records.crc32c_span``, about 0.4 us per 600-byte batch, call
+and slice included).
 
 File descriptors: only the active (last) segment of a log keeps its log file
 open for good. A rolled segment's log file is opened when it is read, and every
@@ -88,7 +88,6 @@ from .records import (
     LOG_OVERHEAD_BYTES,
     MAGIC,
     CorruptRecordError,
-    crc32c,
 )
 
 try:
@@ -157,9 +156,8 @@ def _crc_problem(chunk: bytes, rel: int, batch_bytes: int, position: int) -> str
     O(batch_bytes); the batch must be in ``chunk``.
     """
     (crc,) = _UINT32.unpack_from(chunk, rel + 17)
-    with memoryview(chunk) as view:
-        if crc32c(view[rel + CRC_START : rel + batch_bytes]) == crc:
-            return ""
+    if crc32c_span(chunk, rel + CRC_START, rel + batch_bytes) == crc:
+        return ""
     return f"CRC mismatch at position {position}"
 
 
