@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import ClassVar, Generic, NamedTuple, TypeVar
 
 from purgatory import DelayedOperation, TopicPartition
 
@@ -63,6 +63,7 @@ from .storage.log import LogOffsetMetadata, OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
 
 T = TypeVar("T")
+S = TypeVar("S")  # a partition's status
 
 __all__ = [
     "DelayedFetch",
@@ -97,19 +98,29 @@ class ProducePartitionResponse(NamedTuple):
     base_offset: int
 
 
-class _TracedOperation(DelayedOperation[T]):
-    """A delayed operation that writes one trace row when it completes."""
+class _PartitionsOperation(DelayedOperation[T], Generic[T, S]):
+    """A delayed operation over a request's partitions, each with its status (at
+    least one), that writes one trace row when it completes."""
 
-    __slots__ = ("_now_ms", "_recorder", "trace_row")
+    __slots__ = ("_lookup", "_now_ms", "_recorder", "statuses", "trace_row")
+    #: what the operation is, for its errors
+    _what: ClassVar[str] = "request"
 
     def __init__(
         self,
         delay_ms: int,
-        now_ms: Callable[[], int] | None,
-        recorder: TraceRecorder | None,
-        trace_row: TraceRow | None,
+        statuses: Mapping[TopicPartition, S],
+        lookup: PartitionLookup,
+        *,
+        now_ms: Callable[[], int] | None = None,
+        recorder: TraceRecorder | None = None,
+        trace_row: TraceRow | None = None,
     ) -> None:
         super().__init__(delay_ms)
+        if not statuses:
+            raise ValueError(f"a {self._what} needs at least one partition")
+        self.statuses = dict(statuses)
+        self._lookup = lookup  # the partition led here, or None
         self._now_ms = now_ms
         self._recorder = recorder
         self.trace_row = trace_row
@@ -143,29 +154,16 @@ class _TracedOperation(DelayedOperation[T]):
             self.trace_row.outcome = "expired"
 
 
-class DelayedProduce(_TracedOperation[dict[TopicPartition, ProducePartitionResponse]]):
+class DelayedProduce(
+    _PartitionsOperation[dict[TopicPartition, ProducePartitionResponse], ProducePartitionStatus]
+):
     """Waits until every partition's high watermark reaches its required offset.
 
     ``try_complete`` is O(partitions); see module doc.
     """
 
-    __slots__ = ("_lookup", "statuses")
-
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: Mapping[TopicPartition, ProducePartitionStatus],
-        lookup: PartitionLookup,
-        *,
-        now_ms: Callable[[], int] | None = None,
-        recorder: TraceRecorder | None = None,
-        trace_row: TraceRow | None = None,
-    ) -> None:
-        super().__init__(delay_ms, now_ms, recorder, trace_row)
-        if not statuses:
-            raise ValueError("a produce needs at least one partition")
-        self.statuses = dict(statuses)
-        self._lookup = lookup
+    __slots__ = ()
+    _what = "produce"
 
     def try_complete(self) -> bool:
         pending = False
@@ -220,14 +218,17 @@ class FetchPartitionData(NamedTuple):
     records: bytes
 
 
-class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
+class DelayedFetch(
+    _PartitionsOperation[dict[TopicPartition, FetchPartitionData], FetchPartitionStatus]
+):
     """Waits until ``min_bytes`` are readable over its partitions, or one errors.
 
     ``try_complete`` is O(partitions), reading no log bytes (see the module doc).
     ``read`` is called once, on completion, to build the answer.
     """
 
-    __slots__ = ("_items", "_lookup", "_read", "_starts", "min_bytes", "replica_id", "statuses")
+    __slots__ = ("_items", "_read", "_starts", "min_bytes", "replica_id")
+    _what = "fetch"
 
     def __init__(
         self,
@@ -242,16 +243,14 @@ class DelayedFetch(_TracedOperation[dict[TopicPartition, FetchPartitionData]]):
         recorder: TraceRecorder | None = None,
         trace_row: TraceRow | None = None,
     ) -> None:
-        super().__init__(delay_ms, now_ms, recorder, trace_row)
-        if not statuses:
-            raise ValueError("a fetch needs at least one partition")
-        self.statuses = dict(statuses)
+        super().__init__(
+            delay_ms, statuses, lookup, now_ms=now_ms, recorder=recorder, trace_row=trace_row
+        )
         self._items = list(self.statuses.items())
         # the fetch offsets' places in their logs, looked up by the first check
         self._starts: list[LogOffsetMetadata | None] = [None] * len(self._items)
         self.min_bytes = min_bytes
         self.replica_id = replica_id
-        self._lookup = lookup
         self._read = read
 
     def accumulated_bytes(self) -> int | None:
