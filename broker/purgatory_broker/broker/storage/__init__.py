@@ -19,104 +19,14 @@ names :mod:`purgatory_broker.broker` re-exports (building and reading batches,
 :class:`PartitionLog`); the rest is for storage's own tests and benchmarks.
 """
 
-from .log import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    RECENT_BOUNDARIES,
-    LogOffsetMetadata,
-    LogRecovery,
-    OffsetOutOfRangeError,
-    PartitionLog,
-    RecordBatchTooLargeError,
-)
-from .offset_index import (
-    DEFAULT_MAX_INDEX_SIZE_BYTES,
-    ENTRY_BYTES,
-    PAGE_BYTES,
-    WARM_SECTION_BYTES,
-    CorruptIndexError,
-    IndexFullError,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetIndexError,
-    OffsetPosition,
-)
-from .open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles, Reopenable
-from .records import (
-    CRC32C_IMPLEMENTATION,
-    CRC_START,
-    HEADER_BYTES,
-    LOG_OVERHEAD_BYTES,
-    MAGIC,
-    CompressionType,
-    CorruptRecordError,
-    DecodedRecord,
-    Record,
-    RecordBatchHeader,
-    UnsupportedCompressionError,
-    build_batch,
-    crc32c,
-    iter_batches,
-    iter_records,
-    next_offset,
-    records_of,
-    validate_batch,
-    with_base_offset,
-)
-from .segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    BatchInfo,
-    LogSegment,
-    SegmentRecovery,
-    segment_file_name,
-)
+# Each module's __all__ is its public API, once: this package re-exports all of them.
+from . import log, offset_index, open_files, records, segment
+from .log import *  # noqa: F403
+from .offset_index import *  # noqa: F403
+from .open_files import *  # noqa: F403
+from .records import *  # noqa: F403
+from .segment import *  # noqa: F403
 
-__all__ = [
-    "CRC32C_IMPLEMENTATION",
-    "CRC_START",
-    "DEFAULT_INDEX_INTERVAL_BYTES",
-    "DEFAULT_MAX_INDEX_SIZE_BYTES",
-    "DEFAULT_MAX_OPEN_FILES",
-    "DEFAULT_SEGMENT_BYTES",
-    "ENTRY_BYTES",
-    "HEADER_BYTES",
-    "INDEX_SUFFIX",
-    "LOG_OVERHEAD_BYTES",
-    "LOG_SUFFIX",
-    "MAGIC",
-    "PAGE_BYTES",
-    "RECENT_BOUNDARIES",
-    "WARM_SECTION_BYTES",
-    "BatchInfo",
-    "CompressionType",
-    "CorruptIndexError",
-    "CorruptRecordError",
-    "DecodedRecord",
-    "IndexFullError",
-    "InvalidOffsetError",
-    "LogOffsetMetadata",
-    "LogRecovery",
-    "LogSegment",
-    "OffsetIndex",
-    "OffsetIndexError",
-    "OffsetOutOfRangeError",
-    "OffsetPosition",
-    "OpenFiles",
-    "PartitionLog",
-    "Record",
-    "RecordBatchHeader",
-    "RecordBatchTooLargeError",
-    "Reopenable",
-    "SegmentRecovery",
-    "UnsupportedCompressionError",
-    "build_batch",
-    "crc32c",
-    "iter_batches",
-    "iter_records",
-    "next_offset",
-    "records_of",
-    "segment_file_name",
-    "validate_batch",
-    "with_base_offset",
-]
+__all__ = (
+    log.__all__ + offset_index.__all__ + open_files.__all__ + records.__all__ + segment.__all__
+)

@@ -104,13 +104,14 @@ __all__ = [
     "BatchInfo",
     "LogSegment",
     "SegmentRecovery",
-    "read_hook",
     "segment_file_name",
 ]
 
 #: Called with (log path, position, size) before every read of log bytes, when set
 #: (for tests and tools that count reads); None by default. A module attribute, not
 #: one of :class:`LogSegment`'s: the compiled build's class cannot take new values.
+#: Set it here, on this module (it is not in ``__all__``: a re-exported copy would
+#: not be the one the reads call).
 read_hook: Callable[[Path, int, int], None] | None = None
 
 LOG_SUFFIX = ".log"
