@@ -68,12 +68,16 @@ def produce_request(
     timeout_ms: int = 5000,
     version: int = 9,
 ) -> Any:
-    pr = codec.SUPPORTED_APIS[codec.PRODUCE].request
-    data = pr.TopicProduceData(
+    produce_request_class = codec.SUPPORTED_APIS[codec.PRODUCE].request
+    data = produce_request_class.TopicProduceData(
         name=topic,
-        partition_data=[pr.TopicProduceData.PartitionProduceData(index=partition, records=records)],
+        partition_data=[
+            produce_request_class.TopicProduceData.PartitionProduceData(
+                index=partition, records=records
+            )
+        ],
     )
-    return pr(
+    return produce_request_class(
         version=version, transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[data]
     )
 
@@ -94,9 +98,9 @@ def fetch_partitions_request(
     version: int = 12,
 ) -> Any:
     """A fetch of ``topic``'s partitions, each from its offset, in the mapping's order."""
-    fr = codec.SUPPORTED_APIS[codec.FETCH].request
+    fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
     parts = [
-        fr.FetchTopic.FetchPartition(
+        fetch_request_class.FetchTopic.FetchPartition(
             partition=partition,
             current_leader_epoch=-1,
             fetch_offset=offset,
@@ -106,7 +110,7 @@ def fetch_partitions_request(
         )
         for partition, offset in offsets.items()
     ]
-    return fr(
+    return fetch_request_class(
         version=version,
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -115,17 +119,17 @@ def fetch_partitions_request(
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=[fr.FetchTopic(topic=topic, partitions=parts)],
+        topics=[fetch_request_class.FetchTopic(topic=topic, partitions=parts)],
         forgotten_topics_data=[],
         rack_id="",
     )
 
 
 def metadata_request(*topics: str, version: int = 12) -> Any:
-    mr = codec.SUPPORTED_APIS[codec.METADATA].request
-    return mr(
+    metadata_request_class = codec.SUPPORTED_APIS[codec.METADATA].request
+    return metadata_request_class(
         version=version,
-        topics=[mr.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
+        topics=[metadata_request_class.MetadataRequestTopic(topic_id=None, name=t) for t in topics],
         allow_auto_topic_creation=True,
         include_topic_authorized_operations=False,
     )

@@ -226,16 +226,16 @@ async def check_produce_refused(client: RawClient, v: int) -> None:
     message_set.append(0, timestamp=None if v < 2 else 1, key=None, value=b"old")
     produce = produce_request(topic, 0, bytes(message_set.build()), version=v)
     frame = _frame(produce)
-    pr = codec.SUPPORTED_APIS[codec.PRODUCE].request
-    assert pr.decode(frame[4:], version=v, header=True).topic_data  # well formed
+    produce_request_class = codec.SUPPORTED_APIS[codec.PRODUCE].request
+    assert produce_request_class.decode(frame[4:], version=v, header=True).topic_data  # well formed
     await client.write_raw(frame)
     with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
         await client.read_frame()
     host, port = client.writer.get_extra_info("peername")[:2]
     other = await RawClient.connect(f"{host}:{port}")
     try:
-        mr = codec.SUPPORTED_APIS[codec.METADATA].request
-        every = await other.request(mr(version=1, topics=None))
+        metadata_request_class = codec.SUPPORTED_APIS[codec.METADATA].request
+        every = await other.request(metadata_request_class(version=1, topics=None))
         assert topic not in {t.name for t in every.topics}
     finally:
         await other.close()
@@ -246,8 +246,8 @@ async def check_fetch(client: RawClient, v: int) -> None:
     topic_id = await create_topic(client, topic)
     await produce(client, topic, 0, b"a", b"b")
     await produce(client, topic, 0, b"c")
-    fr = codec.SUPPORTED_APIS[codec.FETCH].request
-    part = fr.FetchTopic.FetchPartition(
+    fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
+    part = fetch_request_class.FetchTopic.FetchPartition(
         partition=0,
         current_leader_epoch=-1,
         fetch_offset=0,
@@ -258,7 +258,7 @@ async def check_fetch(client: RawClient, v: int) -> None:
     by_id = v >= 13  # KIP-516
     for isolation_level in (0, 1):  # read_uncommitted, read_committed
         answer = await client.request(
-            fr(
+            fetch_request_class(
                 version=v,
                 replica_id=-1,
                 max_wait_ms=0,
@@ -268,7 +268,7 @@ async def check_fetch(client: RawClient, v: int) -> None:
                 session_id=0,
                 session_epoch=-1,
                 topics=[
-                    fr.FetchTopic(
+                    fetch_request_class.FetchTopic(
                         topic=None if by_id else topic, topic_id=topic_id, partitions=[part]
                     )
                 ],
@@ -339,9 +339,9 @@ async def check_metadata(client: RawClient, v: int) -> None:
     ]
     assert all(0 in p.replica_nodes and 0 in p.isr_nodes for p in t.partitions)
     if v >= 1:  # a null topic list: every topic
-        mr = codec.SUPPORTED_APIS[codec.METADATA].request
+        metadata_request_class = codec.SUPPORTED_APIS[codec.METADATA].request
         every = await client.request(
-            mr(
+            metadata_request_class(
                 version=v,
                 topics=None,
                 allow_auto_topic_creation=False,
@@ -728,9 +728,9 @@ def test_a_null_the_schema_allows_is_answered(broker: BrokerThread) -> None:
         client = await RawClient.connect(broker.bootstrap_servers)
         try:
             await create_topic(client, "listed")
-            mr = codec.SUPPORTED_APIS[codec.METADATA].request
+            metadata_request_class = codec.SUPPORTED_APIS[codec.METADATA].request
             answer = await client.request(
-                mr(version=1, topics=None, allow_auto_topic_creation=False)
+                metadata_request_class(version=1, topics=None, allow_auto_topic_creation=False)
             )
             assert "listed" in {t.name for t in answer.topics}
         finally:

@@ -168,9 +168,9 @@ async def test_a_client_that_does_not_read_its_answers_stops_being_read() -> Non
 def test_a_large_answer_leaves_no_encode_buffer_behind() -> None:
     """kafka-python keeps its encode buffer at the largest message it encoded; the codec
     drops it after a large one, so one big fetch answer is not held for ever."""
-    fr = codec.FetchResponse
+    fetch_response_class = codec.FetchResponse
     records = b"x" * (4 << 20)
-    part = fr.FetchableTopicResponse.PartitionData(
+    part = fetch_response_class.FetchableTopicResponse.PartitionData(
         partition_index=0,
         error_code=0,
         high_watermark=0,
@@ -180,12 +180,12 @@ def test_a_large_answer_leaves_no_encode_buffer_behind() -> None:
         preferred_read_replica=-1,
         records=records,
     )
-    response = fr(
+    response = fetch_response_class(
         version=12,
         throttle_time_ms=0,
         error_code=0,
         session_id=0,
-        responses=[fr.FetchableTopicResponse(topic=TOPIC, partitions=[part])],
+        responses=[fetch_response_class.FetchableTopicResponse(topic=TOPIC, partitions=[part])],
     )
     tracemalloc.start()
     try:

@@ -15,8 +15,8 @@ from .rawclient import RawClient, metadata_request, produce_partition, produce_r
 
 
 def fetch_by_id(topic_id: uuid.UUID, version: int) -> object:
-    fr = codec.SUPPORTED_APIS[codec.FETCH].request
-    part = fr.FetchTopic.FetchPartition(
+    fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
+    part = fetch_request_class.FetchTopic.FetchPartition(
         partition=0,
         current_leader_epoch=-1,
         fetch_offset=0,
@@ -24,7 +24,7 @@ def fetch_by_id(topic_id: uuid.UUID, version: int) -> object:
         log_start_offset=-1,
         partition_max_bytes=1 << 20,
     )
-    return fr(
+    return fetch_request_class(
         version=version,
         replica_id=-1,
         max_wait_ms=0,
@@ -33,7 +33,7 @@ def fetch_by_id(topic_id: uuid.UUID, version: int) -> object:
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=[fr.FetchTopic(topic_id=topic_id, partitions=[part])],
+        topics=[fetch_request_class.FetchTopic(topic_id=topic_id, partitions=[part])],
         forgotten_topics_data=[],
         rack_id="",
     )

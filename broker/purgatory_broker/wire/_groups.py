@@ -27,8 +27,18 @@ from purgatory_broker.broker import (
     JoinResult,
     SyncResult,
 )
+from purgatory_broker.broker.errors import error_code
 
 from . import _codec as codec
+from ._codec import (
+    DescribeGroupsResponse,
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+)
 
 __all__ = ["GroupHandlers"]
 
@@ -62,32 +72,33 @@ class GroupHandlers:
                 return ErrorCode.INVALID_REQUEST, "empty group id", -1, "", -1
             return ErrorCode.NONE, None, 0, host, port
 
-        fr = codec.FindCoordinatorResponse
         if version >= 4:
             coordinators = []
             for key in body.coordinator_keys:
-                error, message, node, h, p = answer(key)
+                error, message, node, node_host, node_port = answer(key)
                 coordinators.append(
-                    fr.Coordinator(
+                    FindCoordinatorResponse.Coordinator(
                         key=key,
                         node_id=node,
-                        host=h,
-                        port=p,
+                        host=node_host,
+                        port=node_port,
                         error_code=error,
                         error_message=message,
                     )
                 )
-            response = fr(version=version, throttle_time_ms=0, coordinators=coordinators)
+            response = FindCoordinatorResponse(
+                version=version, throttle_time_ms=0, coordinators=coordinators
+            )
         else:
-            error, message, node, h, p = answer(body.key)
-            response = fr(
+            error, message, node, node_host, node_port = answer(body.key)
+            response = FindCoordinatorResponse(
                 version=version,
                 throttle_time_ms=0,
                 error_code=error,
                 error_message=message,
                 node_id=node,
-                host=h,
-                port=p,
+                host=node_host,
+                port=node_port,
             )
         return codec.encode_response(response, req.correlation_id)
 
@@ -113,22 +124,23 @@ class GroupHandlers:
         )
 
         def finish(results: list[JoinResult]) -> bytes:
-            r = results[0]
-            jr = codec.JoinGroupResponse
+            result = results[0]
             members = [
-                jr.JoinGroupResponseMember(member_id=mid, group_instance_id=instance, metadata=meta)
-                for mid, instance, meta in r.members
+                JoinGroupResponse.JoinGroupResponseMember(
+                    member_id=mid, group_instance_id=instance, metadata=meta
+                )
+                for mid, instance, meta in result.members
             ]
-            response = jr(
+            response = JoinGroupResponse(
                 version=version,
                 throttle_time_ms=0,
-                error_code=r.error_code,
-                generation_id=r.generation_id,
-                protocol_type=r.protocol_type,
-                protocol_name=r.protocol_name if version >= 7 else r.protocol_name or "",
-                leader=r.leader_id,
+                error_code=result.error_code,
+                generation_id=result.generation_id,
+                protocol_type=result.protocol_type,
+                protocol_name=result.protocol_name if version >= 7 else result.protocol_name or "",
+                leader=result.leader_id,
                 skip_assignment=False,
-                member_id=r.member_id,
+                member_id=result.member_id,
                 members=members,
             )
             return codec.encode_response(response, cid)
@@ -151,14 +163,14 @@ class GroupHandlers:
         )
 
         def finish(results: list[SyncResult]) -> bytes:
-            r = results[0]
+            result = results[0]
             response = codec.SyncGroupResponse(
                 version=version,
                 throttle_time_ms=0,
-                error_code=r.error_code,
-                protocol_type=r.protocol_type,
-                protocol_name=r.protocol_name,
-                assignment=r.assignment,
+                error_code=result.error_code,
+                protocol_type=result.protocol_type,
+                protocol_name=result.protocol_name,
+                assignment=result.assignment,
             )
             return codec.encode_response(response, cid)
 
@@ -176,22 +188,25 @@ class GroupHandlers:
 
     def leave_group(self, req: codec.DecodedRequest) -> bytes:
         body, version = req.body, req.api_version
-        lr = codec.LeaveGroupResponse
         if version < 3:
             answers = self.coordinator.leave_group(body.group_id, [body.member_id])
-            response = lr(version=version, throttle_time_ms=0, error_code=answers[body.member_id])
+            response = LeaveGroupResponse(
+                version=version, throttle_time_ms=0, error_code=answers[body.member_id]
+            )
         else:
             ids = [m.member_id for m in body.members]
             answers = self.coordinator.leave_group(body.group_id, ids)
             members = [
-                lr.MemberResponse(
+                LeaveGroupResponse.MemberResponse(
                     member_id=m.member_id,
                     group_instance_id=m.group_instance_id,
                     error_code=answers[m.member_id],
                 )
                 for m in body.members
             ]
-            response = lr(version=version, throttle_time_ms=0, error_code=0, members=members)
+            response = LeaveGroupResponse(
+                version=version, throttle_time_ms=0, error_code=0, members=members
+            )
         return codec.encode_response(response, req.correlation_id)
 
     # -- OffsetCommit, OffsetFetch -------------------------------------------------------
@@ -209,14 +224,13 @@ class GroupHandlers:
             error = self.coordinator.commit_offsets(
                 body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets
             )
-        except OSError:
-            error = ErrorCode.KAFKA_STORAGE_ERROR
-        ocr = codec.OffsetCommitResponse
+        except OSError as exc:  # the commit could not be written
+            error = error_code(exc)
         topics = [
-            ocr.OffsetCommitResponseTopic(
+            OffsetCommitResponse.OffsetCommitResponseTopic(
                 name=t.name,
                 partitions=[
-                    ocr.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                    OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
                         partition_index=p.partition_index, error_code=error
                     )
                     for p in t.partitions
@@ -224,16 +238,15 @@ class GroupHandlers:
             )
             for t in body.topics
         ]
-        response = ocr(version=version, throttle_time_ms=0, topics=topics)
+        response = OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
         return codec.encode_response(response, req.correlation_id)
 
     def offset_fetch(self, req: codec.DecodedRequest) -> bytes:
         body, version = req.body, req.api_version
-        ofr = codec.OffsetFetchResponse
         if version >= 8:
             groups = []
             for g in body.groups:
-                topic_class = ofr.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+                topic_class = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
                 topics = self._fetched(
                     g.group_id,
                     _wanted(g.topics),
@@ -241,18 +254,22 @@ class GroupHandlers:
                     topic_class.OffsetFetchResponsePartitions,
                 )
                 groups.append(
-                    ofr.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=0)
+                    OffsetFetchResponse.OffsetFetchResponseGroup(
+                        group_id=g.group_id, topics=topics, error_code=0
+                    )
                 )
-            response = ofr(version=version, throttle_time_ms=0, groups=groups)
+            response = OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
         else:
-            topic_class = ofr.OffsetFetchResponseTopic
+            topic_class = OffsetFetchResponse.OffsetFetchResponseTopic
             topics = self._fetched(
                 body.group_id,
                 _wanted(body.topics),
                 topic_class,
                 topic_class.OffsetFetchResponsePartition,
             )
-            response = ofr(version=version, throttle_time_ms=0, topics=topics, error_code=0)
+            response = OffsetFetchResponse(
+                version=version, throttle_time_ms=0, topics=topics, error_code=0
+            )
         return codec.encode_response(response, req.correlation_id)
 
     def _fetched(
@@ -293,25 +310,25 @@ class GroupHandlers:
     def list_groups(self, req: codec.DecodedRequest) -> bytes:
         body, version = req.body, req.api_version
         states = set(body.states_filter) if version >= 4 and body.states_filter else None
-        lr = codec.ListGroupsResponse
         groups = [
-            lr.ListedGroup(
+            ListGroupsResponse.ListedGroup(
                 group_id=gid, protocol_type=ptype, group_state=state, group_type="classic"
             )
             for gid, ptype, state in self.coordinator.list_groups()
             if states is None or state in states
         ]
-        response = lr(version=version, throttle_time_ms=0, error_code=0, groups=groups)
+        response = ListGroupsResponse(
+            version=version, throttle_time_ms=0, error_code=0, groups=groups
+        )
         return codec.encode_response(response, req.correlation_id)
 
     def describe_groups(self, req: codec.DecodedRequest) -> bytes:
         body, version = req.body, req.api_version
-        dr = codec.DescribeGroupsResponse
         groups = []
         for gid in body.groups:
-            d = self.coordinator.describe_group(gid)
+            described = self.coordinator.describe_group(gid)
             members = [
-                dr.DescribedGroup.DescribedGroupMember(
+                DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
                     member_id=m.member_id,
                     group_instance_id=m.group_instance_id,
                     client_id=m.client_id,
@@ -319,21 +336,21 @@ class GroupHandlers:
                     member_metadata=m.metadata,
                     member_assignment=m.assignment,
                 )
-                for m in d.members
+                for m in described.members
             ]
             groups.append(
-                dr.DescribedGroup(
-                    error_code=d.error_code,
+                DescribeGroupsResponse.DescribedGroup(
+                    error_code=described.error_code,
                     error_message=None,
-                    group_id=d.group_id,
-                    group_state=d.state,
-                    protocol_type=d.protocol_type,
-                    protocol_data=d.protocol_name,
+                    group_id=described.group_id,
+                    group_state=described.state,
+                    protocol_type=described.protocol_type,
+                    protocol_data=described.protocol_name,
                     members=members,
                     authorized_operations=None,  # not asked for (a bit-set in kafka-python)
                 )
             )
-        response = dr(version=version, throttle_time_ms=0, groups=groups)
+        response = DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)
         return codec.encode_response(response, req.correlation_id)
 
 
