@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from purgatory_broker.broker import Broker, PartitionLog, build_batch, iter_batches, iter_records
 from purgatory_broker.broker.storage.open_files import OpenFiles
-from purgatory_broker.broker.storage.segment import LOG_SUFFIX, LogSegment
+from purgatory_broker.broker.storage.segment import LOG_SUFFIX, LogSegment, SegmentSettings
 
 from purgatory import TopicPartition
 from purgatory.testing import ManualClock
@@ -134,8 +134,8 @@ def test_a_segment_whose_log_cannot_be_opened_leaves_nothing_open(
     """EMFILE for the log after its index was opened: the index is closed again
     (``create`` used to leave its map open, and registered)."""
     files = OpenFiles(capacity=4)
-    LogSegment.create(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
-                      files=files).close()  # fmt: skip
+    settings = SegmentSettings(index_interval_bytes=50, max_index_size_bytes=1024, files=files)
+    LogSegment.create(tmp_path, 0, settings).close()
     real_open = os.open
 
     def emfile_for_the_log(path: str, *args: int) -> int:
@@ -147,11 +147,9 @@ def test_a_segment_whose_log_cannot_be_opened_leaves_nothing_open(
     monkeypatch.setattr(os, "open", emfile_for_the_log)
     with pytest.raises(OSError, match="Too many"):
         if how == "create":
-            LogSegment.create(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
-                              files=files)  # fmt: skip
+            LogSegment.create(tmp_path, 0, settings)
         else:
-            LogSegment.open(tmp_path, 0, index_interval_bytes=50, max_index_size_bytes=1024,
-                            files=files, active=True)  # fmt: skip
+            LogSegment.open(tmp_path, 0, settings, active=True)
     monkeypatch.setattr(os, "open", real_open)
     assert len(files) == 0
     assert open_fds() == baseline

@@ -10,16 +10,14 @@ cdef class PartitionLog:
     cdef public object _directory
     cdef public object _dirty_since_ms
     cdef public object _end_metadata
-    cdef public object _files
     cdef public object _flush_count
     cdef public object _flush_messages
     cdef public object _flush_ms
     cdef public object _flushed_offset
-    cdef public object _index_interval_bytes
-    cdef public object _max_index_size_bytes
     cdef public object _recent
     cdef public object _recovery
     cdef public object _rolled_unflushed
     cdef public object _segment_bytes
+    cdef public object _segment_settings
     cdef public object _segments
     cdef public object _size_bytes

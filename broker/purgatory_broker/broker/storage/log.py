@@ -111,7 +111,7 @@ from purgatory import Clock, LoopClock
 from .offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
 from .open_files import OpenFiles
 from .records import BytesLike, validate_batch, with_base_offset
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, SegmentSettings
 
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES",
@@ -229,17 +229,15 @@ class PartitionLog:
         "_directory",
         "_dirty_since_ms",
         "_end_metadata",
-        "_files",
         "_flush_count",
         "_flush_messages",
         "_flush_ms",
         "_flushed_offset",
-        "_index_interval_bytes",
-        "_max_index_size_bytes",
         "_recent",
         "_recovery",
         "_rolled_unflushed",
         "_segment_bytes",
+        "_segment_settings",
         "_segments",
         "_size_bytes",
     )
@@ -262,8 +260,6 @@ class PartitionLog:
         self._directory = Path(directory)
         self._directory.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes
-        self._index_interval_bytes = index_interval_bytes
-        self._max_index_size_bytes = max_index_size_bytes
         # invariant: non-empty, in base-offset order, each segment's next_offset
         # is the next one's base_offset; only the last one takes appends
         self._segments: list[LogSegment] = []
@@ -276,7 +272,8 @@ class PartitionLog:
         self._flush_ms = flush_ms
         # rolled logs' descriptors and index maps: a shared set (the broker's) or
         # this log's own
-        self._files = OpenFiles(OWN_MAX_OPEN_FILES) if open_files is None else open_files
+        files = OpenFiles(OWN_MAX_OPEN_FILES) if open_files is None else open_files
+        self._segment_settings = SegmentSettings(index_interval_bytes, max_index_size_bytes, files)
         self._clock: Clock = LoopClock() if clock is None else clock
         # invariant: segments before the last that were written since the last
         # flush (each needs an fsync), oldest first
@@ -302,13 +299,7 @@ class PartitionLog:
     # ------------------------------------------------------------ opening
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(
-            self._directory,
-            base_offset,
-            index_interval_bytes=self._index_interval_bytes,
-            max_index_size_bytes=self._max_index_size_bytes,
-            files=self._files,
-        )
+        return LogSegment.create(self._directory, base_offset, self._segment_settings)
 
     def _load(self) -> LogRecovery:
         log_bases: set[int] = set()
@@ -330,12 +321,7 @@ class PartitionLog:
         try:
             for i, base in enumerate(bases):
                 segment, rec = LogSegment.open(
-                    self._directory,
-                    base,
-                    index_interval_bytes=self._index_interval_bytes,
-                    max_index_size_bytes=self._max_index_size_bytes,
-                    files=self._files,
-                    active=i == len(bases) - 1,
+                    self._directory, base, self._segment_settings, active=i == len(bases) - 1
                 )
                 self._segments.append(segment)
                 self._bases.append(base)

@@ -73,12 +73,12 @@ error, not something to cut silently.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .offset_index import CorruptIndexError, OffsetIndex
 from .open_files import OpenFiles
@@ -104,6 +104,7 @@ __all__ = [
     "BatchInfo",
     "LogSegment",
     "SegmentRecovery",
+    "SegmentSettings",
     "segment_file_name",
 ]
 
@@ -167,6 +168,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+class SegmentSettings(NamedTuple):
+    """How the segments of a log keep their files (the same for all of them)."""
+
+    index_interval_bytes: int  # bytes of log between two index entries, at least
+    max_index_size_bytes: int  # an active index's mapped size
+    files: OpenFiles  # where rolled logs and index maps are registered (an LRU)
+
+
 @dataclass(frozen=True, slots=True)
 class BatchInfo:
     """Where a batch sits in a segment and the offsets it covers."""
@@ -212,26 +221,19 @@ class LogSegment:
     )
 
     def __init__(
-        self,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_interval_bytes: int,
-        max_index_size_bytes: int,
-        files: OpenFiles,
-        active: bool,
+        self, directory: Path, base_offset: int, settings: SegmentSettings, *, active: bool
     ) -> None:
         """Open the files as they are (the index is created if missing); use
         :meth:`create` or :meth:`open`. Raises :class:`CorruptIndexError` for an index
         that fails its check at open, and OSError, with nothing left open."""
         self._base_offset = base_offset
         self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self._index_interval_bytes = index_interval_bytes
-        self._max_index_size_bytes = max_index_size_bytes
+        self._index_interval_bytes = settings.index_interval_bytes
+        self._max_index_size_bytes = settings.max_index_size_bytes
+        self._files = settings.files
         self._index = OffsetIndex(
-            self.index_path, base_offset, max_index_size_bytes, open_files=files
+            self.index_path, base_offset, self._max_index_size_bytes, open_files=self._files
         )
-        self._files = files
         self._closed = False
         self._active = active  # takes appends
         # invariant: -1 when closed; while active, a read-write descriptor of the
@@ -266,37 +268,15 @@ class LogSegment:
         return self._log_path.with_suffix(INDEX_SUFFIX)
 
     @classmethod
-    def create(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_interval_bytes: int,
-        max_index_size_bytes: int,
-        files: OpenFiles,
-    ) -> LogSegment:
+    def create(cls, directory: Path, base_offset: int, settings: SegmentSettings) -> LogSegment:
         """A new, empty, active segment (any files of that name are emptied)."""
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
             (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
-        return cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size_bytes=max_index_size_bytes,
-            files=files,
-            active=True,
-        )
+        return cls(directory, base_offset, settings, active=True)
 
     @classmethod
     def open(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_interval_bytes: int,
-        max_index_size_bytes: int,
-        files: OpenFiles,
-        active: bool,
+        cls, directory: Path, base_offset: int, settings: SegmentSettings, *, active: bool
     ) -> tuple[LogSegment, SegmentRecovery]:
         """Open an existing segment, check it and repair what a crash can leave.
 
@@ -308,21 +288,12 @@ class LogSegment:
         """
         index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         reason = "" if index_path.exists() else f"{index_path.name} is missing"
-        make = functools.partial(
-            cls,
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size_bytes=max_index_size_bytes,
-            files=files,
-            active=active,
-        )
         try:
-            segment = make()
+            segment = cls(directory, base_offset, settings, active=active)
         except CorruptIndexError as exc:  # rebuilt: from an empty index
             reason = str(exc)
             index_path.unlink()
-            segment = make()
+            segment = cls(directory, base_offset, settings, active=active)
         try:
             if active:
                 recovery = segment._recover_active(reason)
