@@ -15,6 +15,7 @@ command raises becomes its line and exit status in one place (:func:`_failure`).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from purgatory_broker.analytics._hooks import InterruptGuard, quiet_logging
 from purgatory_broker.analytics._session import DEFAULT_MASTER, Progress
 from purgatory_broker.analytics.figures import DEFAULT_WINDOW_MS
+from purgatory_broker.analytics.report import DEFAULT_TOP_KEYS
+from purgatory_broker.analytics.sweep import DEFAULT_GRID, DEFAULT_TASK
 from purgatory_broker.cli import Parser, int_at_least
 
 if TYPE_CHECKING:
@@ -70,6 +73,151 @@ output:
 """
 
 
+#: an option of a command: its flags (a positional's name), then add_argument's keywords
+_Option = tuple[tuple[str, ...], dict[str, Any]]
+
+#: the options of the commands that start Spark, after their own
+_SPARK_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("--master",),
+        {
+            "metavar": "URL",
+            "help": "Spark master: local[N], spark://host:7077, yarn, k8s://URL (default "
+            f"{DEFAULT_MASTER}, every local core; under spark-submit, the submitted one)",
+        },
+    ),
+    (
+        ("--driver-memory",),
+        {
+            "metavar": "SIZE",
+            "help": "Spark driver memory, e.g. 2g (local mode runs everything in the driver; "
+            "default: Spark's 1g)",
+        },
+    ),
+    (
+        ("--conf",),
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "KEY=VALUE",
+            "help": "any Spark setting, repeatable, e.g. spark.pyspark.python=/usr/bin/python3 "
+            "(the executors' Python on a cluster) or spark.executor.memory=2g (default: none)",
+        },
+    ),
+    (
+        ("--quiet",),
+        {"action": "store_true", "help": "no progress lines on stderr (default: shown)"},
+    ),
+)
+
+_REPORT_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("traces",),
+        {"nargs": "+", "metavar": "TRACE", "help": "Parquet trace files or folders of them"},
+    ),
+    (
+        ("--out",),
+        {
+            "required": True,
+            "metavar": "DIR|URL",
+            "help": "output folder (created; required): a local path or file: URL, or any URL "
+            "Spark writes to (hdfs://, s3a://); tables are written by Spark, report.html by "
+            "the driver (through Hadoop's FileSystem for a URL)",
+        },
+    ),
+    (
+        ("--window-ms",),
+        {
+            "type": int_at_least(1),
+            "default": DEFAULT_WINDOW_MS,
+            "metavar": "N",
+            "help": "size of the time windows over created_ms, in ms "
+            f"(default {DEFAULT_WINDOW_MS})",
+        },
+    ),
+    (
+        ("--top-keys",),
+        {
+            "type": int_at_least(1),
+            "default": DEFAULT_TOP_KEYS,
+            "metavar": "K",
+            "help": "how many of the busiest topic-partitions the report lists "
+            f"(default {DEFAULT_TOP_KEYS})",
+        },
+    ),
+    *_SPARK_OPTIONS,
+)
+
+#: the sweep's default grid as it is typed: tick_ms=1,5 wheel_size=20,64
+_GRID = [f"{name}={','.join(map(str, values))}" for name, values in DEFAULT_GRID.items()]
+
+_SWEEP_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("--grid",),
+        {
+            "nargs": "+",
+            "default": _GRID,
+            "metavar": "NAME=V1,V2",
+            "help": f"settings to sweep, each with its values (default: {' '.join(_GRID)})",
+        },
+    ),
+    (
+        ("--set",),
+        {
+            "nargs": "+",
+            "default": [],
+            "metavar": "NAME=V",
+            "help": "fixed settings for every configuration, e.g. mix=high rate_per_s=5000 "
+            "(default: none, the task's own defaults)",
+        },
+    ),
+    (
+        ("--task",),
+        {
+            "default": DEFAULT_TASK,
+            "metavar": "MODULE:FUNCTION",
+            "help": "the function each task runs, (config: dict) -> dict "
+            f"(default: {DEFAULT_TASK})",
+        },
+    ),
+    (
+        ("--out",),
+        {
+            "required": True,
+            "metavar": "DIR|URL",
+            "help": "output folder (created; required): a local path, or a URL written through "
+            "Hadoop's FileSystem (hdfs://, s3a://)",
+        },
+    ),
+    *_SPARK_OPTIONS,
+)
+
+_SYNTHETIC_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("out",),
+        {
+            "metavar": "DIR",
+            "help": "folder for the Parquet files: new or empty (a folder holding files is "
+            "refused, so old part files never mix with new ones)",
+        },
+    ),
+    (
+        ("--rows",),
+        {"type": int_at_least(1), "default": 100_000, "help": "operations (default 100000)"},
+    ),
+    (("--seed",), {"type": int, "default": 0, "help": "random seed (default 0)"}),
+    (
+        ("--rows-per-file",),
+        {
+            "type": int_at_least(1),
+            "default": 1_000_000,
+            "metavar": "N",
+            "help": "rows per Parquet file (default 1000000)",
+        },
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python -m purgatory_broker.analytics",
@@ -80,128 +228,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def spark_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--master",
-            default=None,
-            metavar="URL",
-            help=f"Spark master: local[N], spark://host:7077, yarn, k8s://URL (default "
-            f"{DEFAULT_MASTER}, every local core; under spark-submit, the submitted one)",
-        )
-        sub.add_argument(
-            "--driver-memory",
-            default=None,
-            metavar="SIZE",
-            help="Spark driver memory, e.g. 2g (local mode runs everything in the driver; "
-            "default: Spark's 1g)",
-        )
-        sub.add_argument(
-            "--conf",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="any Spark setting, repeatable, e.g. spark.pyspark.python=/usr/bin/python3 "
-            "(the executors' Python on a cluster) or spark.executor.memory=2g (default: none)",
-        )
-        sub.add_argument(
-            "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
-        )
-
-    report = commands.add_parser(
-        "report",
-        help="analyse traces into Parquet tables and an HTML report",
-        description="Analyse delayed-operation traces (Parquet) with Spark.",
-        epilog=_EPILOG_REPORT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    report.add_argument(
-        "traces", nargs="+", metavar="TRACE", help="Parquet trace files or folders of them"
-    )
-    report.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR|URL",
-        help="output folder (created; required): a local path or file: URL, or any URL "
-        "Spark writes to (hdfs://, s3a://); tables are written by Spark, report.html by "
-        "the driver (through Hadoop's FileSystem for a URL)",
-    )
-    report.add_argument(
-        "--window-ms",
-        type=int_at_least(1),
-        default=DEFAULT_WINDOW_MS,
-        metavar="N",
-        help=f"size of the time windows over created_ms, in ms (default {DEFAULT_WINDOW_MS})",
-    )
-    report.add_argument(
-        "--top-keys",
-        type=int_at_least(1),
-        default=20,
-        metavar="K",
-        help="how many of the busiest topic-partitions the report lists (default 20)",
-    )
-    spark_options(report)
-
-    sweep = commands.add_parser(
-        "sweep",
-        help="run a grid of timer configurations as Spark tasks",
-        description="Run every combination of a grid as one Spark task each and rank them.",
-        epilog=_EPILOG_SWEEP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sweep.add_argument(
-        "--grid",
-        nargs="+",
-        default=["tick_ms=1,5", "wheel_size=20,64"],
-        metavar="NAME=V1,V2",
-        help="settings to sweep, each with its values (default: tick_ms=1,5 wheel_size=20,64)",
-    )
-    sweep.add_argument(
-        "--set",
-        nargs="+",
-        default=[],
-        metavar="NAME=V",
-        help="fixed settings for every configuration, e.g. mix=high rate_per_s=5000 "
-        "(default: none, the task's own defaults)",
-    )
-    sweep.add_argument(
-        "--task",
-        default="purgatory_broker.analytics.workload:run_workload",
-        metavar="MODULE:FUNCTION",
-        help="the function each task runs, (config: dict) -> dict "
-        "(default: purgatory_broker.analytics.workload:run_workload)",
-    )
-    sweep.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR|URL",
-        help="output folder (created; required): a local path, or a URL written through "
-        "Hadoop's FileSystem (hdfs://, s3a://)",
-    )
-    spark_options(sweep)
-
-    synthetic = commands.add_parser(
-        "synthetic",
-        help="write a synthetic trace (made-up data) to try the report on",
-        description="Write a SYNTHETIC trace: random operations with the trace schema.",
-    )
-    synthetic.add_argument(
-        "out",
-        metavar="DIR",
-        help="folder for the Parquet files: new or empty (a folder holding files is "
-        "refused, so old part files never mix with new ones)",
-    )
-    synthetic.add_argument(
-        "--rows", type=int_at_least(1), default=100_000, help="operations (default 100000)"
-    )
-    synthetic.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    synthetic.add_argument(
-        "--rows-per-file",
-        type=int_at_least(1),
-        default=1_000_000,
-        metavar="N",
-        help="rows per Parquet file (default 1000000)",
-    )
+    for name, command in _COMMANDS.items():
+        texts: dict[str, Any] = {"help": command.help, "description": command.description}
+        if command.epilog is not None:
+            texts |= {
+                "epilog": command.epilog,
+                "formatter_class": argparse.RawDescriptionHelpFormatter,
+            }
+        sub = commands.add_parser(name, **texts)
+        for flags, keywords in command.options:
+            # each parser its own default lists: a Namespace hands them out as they are
+            sub.add_argument(*flags, **copy.deepcopy(keywords))
     return parser
 
 
@@ -460,11 +497,38 @@ def _synthetic(run: _Run) -> int:
     return 0
 
 
-#: each command's function
-_COMMANDS: dict[str, Callable[[_Run], int]] = {
-    "report": _report,
-    "sweep": _sweep,
-    "synthetic": _synthetic,
+@dataclass(frozen=True)
+class _Command:
+    """A command: what runs it, its texts and its options."""
+
+    run: Callable[[_Run], int]
+    help: str
+    description: str
+    options: tuple[_Option, ...]
+    epilog: str | None = None  # laid out by hand: printed as it is written
+
+
+_COMMANDS = {
+    "report": _Command(
+        _report,
+        help="analyse traces into Parquet tables and an HTML report",
+        description="Analyse delayed-operation traces (Parquet) with Spark.",
+        options=_REPORT_OPTIONS,
+        epilog=_EPILOG_REPORT,
+    ),
+    "sweep": _Command(
+        _sweep,
+        help="run a grid of timer configurations as Spark tasks",
+        description="Run every combination of a grid as one Spark task each and rank them.",
+        options=_SWEEP_OPTIONS,
+        epilog=_EPILOG_SWEEP,
+    ),
+    "synthetic": _Command(
+        _synthetic,
+        help="write a synthetic trace (made-up data) to try the report on",
+        description="Write a SYNTHETIC trace: random operations with the trace schema.",
+        options=_SYNTHETIC_OPTIONS,
+    ),
 }
 
 
@@ -484,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     jvm_log = Path(tempfile.gettempdir()) / f"purgatory-analytics-spark-{os.getpid()}.log"
     with InterruptGuard() as interrupts, quiet_logging():
         try:
-            status = _COMMANDS[args.command](_Run(args, jvm_log, interrupts))
+            status = _COMMANDS[args.command].run(_Run(args, jvm_log, interrupts))
         except KeyboardInterrupt:
             status = _fail("interrupted", 130)
         except Exception as exc:  # noqa: BLE001 - every failure: one line, not pages
