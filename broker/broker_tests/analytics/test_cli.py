@@ -268,38 +268,3 @@ def test_ctrl_c_stops_quietly(tmp_path: Path) -> None:
     assert "Traceback" not in err and "py4j" not in err, err
     assert err.rstrip().splitlines()[-1] == "error: interrupted"
     assert not out.exists()
-
-
-def test_ctrl_c_inside_a_finalizer_still_stops(capsys: pytest.CaptureFixture[str]) -> None:
-    """A Ctrl-C that lands while a weakref callback runs (py4j frees Java objects
-    from them) is raised again outside it, instead of printed and lost."""
-    import time
-    import weakref
-
-    from purgatory_broker.analytics.__main__ import _handle_interrupts
-
-    class Freed:
-        pass
-
-    def finalizer(_: object) -> None:
-        signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the callback
-
-    old_handler, old_hook = signal.getsignal(signal.SIGINT), sys.unraisablehook
-    _handle_interrupts()
-    interrupted = False
-    try:
-        obj = Freed()
-        ref = weakref.ref(obj, finalizer)
-        try:
-            del obj
-            deadline = time.monotonic() + 10  # a bound against a hang, not a timing claim
-            while time.monotonic() < deadline:
-                time.sleep(0.001)
-        except KeyboardInterrupt:
-            interrupted = True
-    finally:
-        signal.signal(signal.SIGINT, old_handler)
-        sys.unraisablehook = old_hook
-    assert ref() is None
-    assert interrupted
-    assert "Exception ignored" not in capsys.readouterr().err

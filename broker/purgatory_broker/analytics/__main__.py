@@ -5,24 +5,36 @@ a grid of timer configurations as Spark tasks; ``synthetic`` writes a made-up
 trace to try the report on. Every command prints where its output went and
 exits 0, or prints the problem and exits 2 (bad input) or 1 (failed sweep
 configurations).
+
+:func:`main` leaves the process as it found it: the SIGINT handler,
+``sys.unraisablehook`` and the logging it changes while a command runs are
+installed by owners that put back what was there (:mod:`._hooks`), and what a
+command raises becomes its line and exit status in one place (:func:`_failure`).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
-import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from purgatory_broker.analytics._hooks import InterruptGuard, quiet_logging
 from purgatory_broker.analytics._session import DEFAULT_MASTER, Progress
 from purgatory_broker.analytics.figures import DEFAULT_WINDOW_MS
+from purgatory_broker.analytics.report import DEFAULT_TOP_KEYS
+from purgatory_broker.analytics.sweep import DEFAULT_GRID, DEFAULT_TASK
 from purgatory_broker.cli import Parser, int_at_least
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from purgatory_broker.analytics._out import Output
 
 __all__ = ["main"]
 
@@ -61,6 +73,151 @@ output:
 """
 
 
+#: an option of a command: its flags (a positional's name), then add_argument's keywords
+_Option = tuple[tuple[str, ...], dict[str, Any]]
+
+#: the options of the commands that start Spark, after their own
+_SPARK_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("--master",),
+        {
+            "metavar": "URL",
+            "help": "Spark master: local[N], spark://host:7077, yarn, k8s://URL (default "
+            f"{DEFAULT_MASTER}, every local core; under spark-submit, the submitted one)",
+        },
+    ),
+    (
+        ("--driver-memory",),
+        {
+            "metavar": "SIZE",
+            "help": "Spark driver memory, e.g. 2g (local mode runs everything in the driver; "
+            "default: Spark's 1g)",
+        },
+    ),
+    (
+        ("--conf",),
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "KEY=VALUE",
+            "help": "any Spark setting, repeatable, e.g. spark.pyspark.python=/usr/bin/python3 "
+            "(the executors' Python on a cluster) or spark.executor.memory=2g (default: none)",
+        },
+    ),
+    (
+        ("--quiet",),
+        {"action": "store_true", "help": "no progress lines on stderr (default: shown)"},
+    ),
+)
+
+_REPORT_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("traces",),
+        {"nargs": "+", "metavar": "TRACE", "help": "Parquet trace files or folders of them"},
+    ),
+    (
+        ("--out",),
+        {
+            "required": True,
+            "metavar": "DIR|URL",
+            "help": "output folder (created; required): a local path or file: URL, or any URL "
+            "Spark writes to (hdfs://, s3a://); tables are written by Spark, report.html by "
+            "the driver (through Hadoop's FileSystem for a URL)",
+        },
+    ),
+    (
+        ("--window-ms",),
+        {
+            "type": int_at_least(1),
+            "default": DEFAULT_WINDOW_MS,
+            "metavar": "N",
+            "help": "size of the time windows over created_ms, in ms "
+            f"(default {DEFAULT_WINDOW_MS})",
+        },
+    ),
+    (
+        ("--top-keys",),
+        {
+            "type": int_at_least(1),
+            "default": DEFAULT_TOP_KEYS,
+            "metavar": "K",
+            "help": "how many of the busiest topic-partitions the report lists "
+            f"(default {DEFAULT_TOP_KEYS})",
+        },
+    ),
+    *_SPARK_OPTIONS,
+)
+
+#: the sweep's default grid as it is typed: tick_ms=1,5 wheel_size=20,64
+_GRID = [f"{name}={','.join(map(str, values))}" for name, values in DEFAULT_GRID.items()]
+
+_SWEEP_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("--grid",),
+        {
+            "nargs": "+",
+            "default": _GRID,
+            "metavar": "NAME=V1,V2",
+            "help": f"settings to sweep, each with its values (default: {' '.join(_GRID)})",
+        },
+    ),
+    (
+        ("--set",),
+        {
+            "nargs": "+",
+            "default": [],
+            "metavar": "NAME=V",
+            "help": "fixed settings for every configuration, e.g. mix=high rate_per_s=5000 "
+            "(default: none, the task's own defaults)",
+        },
+    ),
+    (
+        ("--task",),
+        {
+            "default": DEFAULT_TASK,
+            "metavar": "MODULE:FUNCTION",
+            "help": "the function each task runs, (config: dict) -> dict "
+            f"(default: {DEFAULT_TASK})",
+        },
+    ),
+    (
+        ("--out",),
+        {
+            "required": True,
+            "metavar": "DIR|URL",
+            "help": "output folder (created; required): a local path, or a URL written through "
+            "Hadoop's FileSystem (hdfs://, s3a://)",
+        },
+    ),
+    *_SPARK_OPTIONS,
+)
+
+_SYNTHETIC_OPTIONS: tuple[_Option, ...] = (
+    (
+        ("out",),
+        {
+            "metavar": "DIR",
+            "help": "folder for the Parquet files: new or empty (a folder holding files is "
+            "refused, so old part files never mix with new ones)",
+        },
+    ),
+    (
+        ("--rows",),
+        {"type": int_at_least(1), "default": 100_000, "help": "operations (default 100000)"},
+    ),
+    (("--seed",), {"type": int, "default": 0, "help": "random seed (default 0)"}),
+    (
+        ("--rows-per-file",),
+        {
+            "type": int_at_least(1),
+            "default": 1_000_000,
+            "metavar": "N",
+            "help": "rows per Parquet file (default 1000000)",
+        },
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python -m purgatory_broker.analytics",
@@ -71,128 +228,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def spark_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--master",
-            default=None,
-            metavar="URL",
-            help=f"Spark master: local[N], spark://host:7077, yarn, k8s://URL (default "
-            f"{DEFAULT_MASTER}, every local core; under spark-submit, the submitted one)",
-        )
-        sub.add_argument(
-            "--driver-memory",
-            default=None,
-            metavar="SIZE",
-            help="Spark driver memory, e.g. 2g (local mode runs everything in the driver; "
-            "default: Spark's 1g)",
-        )
-        sub.add_argument(
-            "--conf",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="any Spark setting, repeatable, e.g. spark.pyspark.python=/usr/bin/python3 "
-            "(the executors' Python on a cluster) or spark.executor.memory=2g (default: none)",
-        )
-        sub.add_argument(
-            "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
-        )
-
-    report = commands.add_parser(
-        "report",
-        help="analyse traces into Parquet tables and an HTML report",
-        description="Analyse delayed-operation traces (Parquet) with Spark.",
-        epilog=_EPILOG_REPORT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    report.add_argument(
-        "traces", nargs="+", metavar="TRACE", help="Parquet trace files or folders of them"
-    )
-    report.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR|URL",
-        help="output folder (created; required): a local path or file: URL, or any URL "
-        "Spark writes to (hdfs://, s3a://); tables are written by Spark, report.html by "
-        "the driver (through Hadoop's FileSystem for a URL)",
-    )
-    report.add_argument(
-        "--window-ms",
-        type=int_at_least(1),
-        default=DEFAULT_WINDOW_MS,
-        metavar="N",
-        help=f"size of the time windows over created_ms, in ms (default {DEFAULT_WINDOW_MS})",
-    )
-    report.add_argument(
-        "--top-keys",
-        type=int_at_least(1),
-        default=20,
-        metavar="K",
-        help="how many of the busiest topic-partitions the report lists (default 20)",
-    )
-    spark_options(report)
-
-    sweep = commands.add_parser(
-        "sweep",
-        help="run a grid of timer configurations as Spark tasks",
-        description="Run every combination of a grid as one Spark task each and rank them.",
-        epilog=_EPILOG_SWEEP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sweep.add_argument(
-        "--grid",
-        nargs="+",
-        default=["tick_ms=1,5", "wheel_size=20,64"],
-        metavar="NAME=V1,V2",
-        help="settings to sweep, each with its values (default: tick_ms=1,5 wheel_size=20,64)",
-    )
-    sweep.add_argument(
-        "--set",
-        nargs="+",
-        default=[],
-        metavar="NAME=V",
-        help="fixed settings for every configuration, e.g. mix=high rate_per_s=5000 "
-        "(default: none, the task's own defaults)",
-    )
-    sweep.add_argument(
-        "--task",
-        default="purgatory_broker.analytics.workload:run_workload",
-        metavar="MODULE:FUNCTION",
-        help="the function each task runs, (config: dict) -> dict "
-        "(default: purgatory_broker.analytics.workload:run_workload)",
-    )
-    sweep.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR|URL",
-        help="output folder (created; required): a local path, or a URL written through "
-        "Hadoop's FileSystem (hdfs://, s3a://)",
-    )
-    spark_options(sweep)
-
-    synthetic = commands.add_parser(
-        "synthetic",
-        help="write a synthetic trace (made-up data) to try the report on",
-        description="Write a SYNTHETIC trace: random operations with the trace schema.",
-    )
-    synthetic.add_argument(
-        "out",
-        metavar="DIR",
-        help="folder for the Parquet files: new or empty (a folder holding files is "
-        "refused, so old part files never mix with new ones)",
-    )
-    synthetic.add_argument(
-        "--rows", type=int_at_least(1), default=100_000, help="operations (default 100000)"
-    )
-    synthetic.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    synthetic.add_argument(
-        "--rows-per-file",
-        type=int_at_least(1),
-        default=1_000_000,
-        metavar="N",
-        help="rows per Parquet file (default 1000000)",
-    )
+    for name, command in _COMMANDS.items():
+        texts: dict[str, Any] = {"help": command.help, "description": command.description}
+        if command.epilog is not None:
+            texts |= {
+                "epilog": command.epilog,
+                "formatter_class": argparse.RawDescriptionHelpFormatter,
+            }
+        sub = commands.add_parser(name, **texts)
+        for flags, keywords in command.options:
+            # each parser its own default lists: a Namespace hands them out as they are
+            sub.add_argument(*flags, **copy.deepcopy(keywords))
     return parser
 
 
@@ -242,16 +288,24 @@ def _conf(items: Sequence[str]) -> dict[str, str]:
     return conf
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What a command gets: its options, where Spark's log goes, the Ctrl-C guard."""
+
+    args: argparse.Namespace
+    jvm_log: Path  # the JVM's stderr; named in the line of a failure
+    interrupts: InterruptGuard
+
+
 #: local inputs up to this size count as small (see build_session's small_input)
 SMALL_INPUT_BYTES = 64 * 2**20
 
 
-def _start_spark(
-    args: argparse.Namespace, steps: Progress, jvm_log: Path, small_input: bool = False
-) -> SparkSession:
-    """Start Spark as the first stage; its log goes to ``jvm_log``."""
+def _start_spark(run: _Run, steps: Progress, small_input: bool = False) -> SparkSession:
+    """Start Spark as the first stage; its log goes to ``run.jvm_log``."""
     from purgatory_broker.analytics._session import SparkStartError, build_session
 
+    args = run.args
     where = args.master or ("spark-submit's master" if _submitted() else DEFAULT_MASTER)
     steps.announce(f"starting Spark ({where}) ...")
     try:
@@ -260,76 +314,32 @@ def _start_spark(
                 args.master,
                 driver_memory=args.driver_memory,
                 conf=_conf(args.conf),
-                jvm_log=jvm_log,
+                jvm_log=run.jvm_log,
                 small_input=small_input,
                 class_archive=True,
             )
     except SparkStartError as exc:
-        raise _RuntimeFailure(f"{exc} (Spark's log: {jvm_log})") from None
+        raise _RuntimeFailure(f"{exc} (Spark's log: {run.jvm_log})") from None
     finally:
-        # pyspark's own SIGINT handler cancels jobs through a gateway the JVM (which
-        # got the same Ctrl-C) is closing, and fails noisily: ours only stops
-        _handle_interrupts()
-
-
-class _Interrupted:
-    """Whether Ctrl-C arrived (a failure after it is the interruption, not a bug)."""
-
-    seen = False
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    _Interrupted.seen = True
-    raise KeyboardInterrupt
-
-
-def _handle_interrupts() -> None:
-    """Stop on Ctrl-C, even when it lands inside a finalizer.
-
-    Python cannot raise out of a finalizer (a weakref callback or ``__del__``,
-    which py4j uses to free Java objects): a KeyboardInterrupt raised there goes
-    to ``sys.unraisablehook``, which prints "Exception ignored" and drops it, and
-    the run would go on to exit 0. The hook installed here drops only that
-    message and has a new thread signal the main thread again. The signal is
-    handled once that thread gets the interpreter, by then outside the finalizer
-    (should it land in another one, this repeats). Signalling from the hook
-    itself would not do: its handler would run at once, still inside. Other
-    unraisable exceptions go to the hook that was there before.
-    """
-    import _thread
-
-    signal.signal(signal.SIGINT, _interrupted)
-    previous = sys.unraisablehook
-
-    def raise_again(unraisable: sys.UnraisableHookArgs) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            # not threading.Thread: its start() waits for the thread, inside the hook
-            _thread.start_new_thread(_thread.interrupt_main, (signal.SIGINT,))
-        else:
-            previous(unraisable)
-
-    sys.unraisablehook = raise_again
+        # a SparkContext that starts installs pyspark's SIGINT handler: the guard's again
+        run.interrupts.claim()
 
 
 def _submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def _spark_failure(exc: BaseException) -> str:
-    """One line for a failed Spark job: the Python or Java exception behind it."""
-    import re
+def _checked_out(args: argparse.Namespace) -> Output:
+    """The output of a Spark command, refused (ValueError) before the JVM starts
+    when it or a Spark option is bad."""
+    from purgatory_broker.analytics._out import Output
+    from purgatory_broker.analytics._session import check_spark_options
 
-    text = str(exc)
-    python_lines = re.findall(r"^\s*([A-Za-z_.]*(?:Error|Exception): .+)$", text, re.MULTILINE)
-    meaningful = [
-        line.strip()
-        for line in python_lines
-        if not line.strip().startswith(("py4j.", "org.apache.spark.SparkException: Job aborted"))
-    ]
-    if meaningful:
-        return str(meaningful[-1] if "Traceback" in text else meaningful[0])
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    out = Output(args.out)
+    check_spark_options(args.master, args.driver_memory)
+    out.check()
+    _conf(args.conf)
+    return out
 
 
 def _finish(spark: SparkSession, quiet: bool) -> None:
@@ -349,15 +359,21 @@ def _finish(spark: SparkSession, quiet: bool) -> None:
         )
 
 
-def _report(args: argparse.Namespace, jvm_log: Path) -> int:
-    from purgatory_broker.analytics._out import Output
-    from purgatory_broker.analytics._session import check_spark_options
+@contextmanager
+def _discarded_on_failure(out: Output) -> Iterator[None]:
+    """Remove what the body wrote under ``out`` if it raises (a Ctrl-C too)."""
+    try:
+        yield
+    except BaseException:
+        out.discard()
+        raise
+
+
+def _report(run: _Run) -> int:
     from purgatory_broker.analytics._trace import TraceSchemaError, check_local_trace
 
-    out = Output(args.out)
-    check_spark_options(args.master, args.driver_memory)
-    out.check()
-    _conf(args.conf)
+    args = run.args
+    out = _checked_out(args)
     problems = check_local_trace(args.traces)
     if problems:
         raise _UsageError("; ".join(problems))
@@ -366,23 +382,20 @@ def _report(args: argparse.Namespace, jvm_log: Path) -> int:
 
     steps = Progress("report", 6, enabled=not args.quiet)
     small = _local_bytes(args.traces) <= SMALL_INPUT_BYTES
-    spark = _start_spark(args, steps, jvm_log, small_input=small)
+    spark = _start_spark(run, steps, small_input=small)
     try:
-        result = build_report(
-            spark,
-            args.traces,
-            out,
-            window_ms=args.window_ms,
-            top_keys=args.top_keys,
-            progress=not args.quiet,
-            first_stage=1,
-        )
+        with _discarded_on_failure(out):
+            result = build_report(
+                spark,
+                args.traces,
+                out,
+                window_ms=args.window_ms,
+                top_keys=args.top_keys,
+                progress=not args.quiet,
+                first_stage=1,
+            )
     except TraceSchemaError as exc:
-        out.discard()
         raise _UsageError(str(exc)) from None
-    except BaseException:
-        out.discard()
-        raise
     rows = result.rows
     print(f"report: {result.html}")
     print(f"tables: {out.url('tables')}")
@@ -403,22 +416,15 @@ def _local_bytes(traces: Sequence[str]) -> float:
     return float(sum(f.stat().st_size for t in traces for f in trace_files(Path(t))))
 
 
-def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:
-    from purgatory_broker.analytics._out import Output
-    from purgatory_broker.analytics._session import check_spark_options
-    from purgatory_broker.analytics._ship import ship
+def _sweep_grid(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any]]]:
+    """The swept settings and every configuration; bad input raises _UsageError."""
     from purgatory_broker.analytics.sweep import (
         check_settings,
         expand_grid,
         parse_assignments,
         resolve_task,
-        run_sweep,
     )
 
-    out = Output(args.out)
-    check_spark_options(args.master, args.driver_memory)
-    out.check()
-    _conf(args.conf)
     try:
         grid = parse_assignments(args.grid)
         fixed = {k: v[0] for k, v in parse_assignments(args.set).items()}
@@ -429,10 +435,20 @@ def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:
         check_settings(resolve_task(args.task), [*grid, *fixed], args.task)
     except ValueError as exc:
         raise _UsageError(str(exc)) from None
+    return list(grid), configs
+
+
+def _sweep(run: _Run) -> int:
+    from purgatory_broker.analytics._ship import ship
+    from purgatory_broker.analytics.sweep import run_sweep
+
+    args = run.args
+    out = _checked_out(args)
+    swept, configs = _sweep_grid(args)
     _need_spark()
     steps = Progress("sweep", 3, enabled=not args.quiet)
-    spark = _start_spark(args, steps, jvm_log)
-    try:
+    spark = _start_spark(run, steps)
+    with _discarded_on_failure(out):
         ship(spark.sparkContext, args.task.partition(":")[0] if ":" in args.task else None)
         result = run_sweep(
             spark,
@@ -441,11 +457,8 @@ def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:
             task=args.task,
             progress=not args.quiet,
             first_stage=1,
-            swept=list(grid),
+            swept=swept,
         )
-    except BaseException:
-        out.discard()
-        raise
     print(f"sweep: {result.html}")
     print(f"table: {result.parquet}")
     if result.failed:
@@ -460,9 +473,10 @@ def _sweep(args: argparse.Namespace, jvm_log: Path) -> int:
     return 0
 
 
-def _synthetic(args: argparse.Namespace, jvm_log: Path) -> int:
+def _synthetic(run: _Run) -> int:
     from purgatory_broker.analytics._out import Output
 
+    args = run.args
     out = Output(args.out)
     if out.local is None:
         raise _UsageError(f"synthetic writes a local folder, not {args.out}")
@@ -475,15 +489,47 @@ def _synthetic(args: argparse.Namespace, jvm_log: Path) -> int:
     from purgatory_broker.analytics.synthetic import write_synthetic_trace
 
     out.create()
-    try:
+    with _discarded_on_failure(out):
         files = write_synthetic_trace(
             out.local, args.rows, seed=args.seed, rows_per_file=args.rows_per_file
         )
-    except BaseException:
-        out.discard()
-        raise
     print(f"synthetic trace: {args.out} ({len(files)} files, {args.rows:,} operations)")
     return 0
+
+
+@dataclass(frozen=True)
+class _Command:
+    """A command: what runs it, its texts and its options."""
+
+    run: Callable[[_Run], int]
+    help: str
+    description: str
+    options: tuple[_Option, ...]
+    epilog: str | None = None  # laid out by hand: printed as it is written
+
+
+_COMMANDS = {
+    "report": _Command(
+        _report,
+        help="analyse traces into Parquet tables and an HTML report",
+        description="Analyse delayed-operation traces (Parquet) with Spark.",
+        options=_REPORT_OPTIONS,
+        epilog=_EPILOG_REPORT,
+    ),
+    "sweep": _Command(
+        _sweep,
+        help="run a grid of timer configurations as Spark tasks",
+        description="Run every combination of a grid as one Spark task each and rank them.",
+        options=_SWEEP_OPTIONS,
+        epilog=_EPILOG_SWEEP,
+    ),
+    "synthetic": _Command(
+        _synthetic,
+        help="write a synthetic trace (made-up data) to try the report on",
+        description="Write a SYNTHETIC trace: random operations with the trace schema.",
+        options=_SYNTHETIC_OPTIONS,
+    ),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -493,37 +539,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     time (Spark did not start, a job failed, sweep configurations failed): one
     line, status 1. Ctrl-C: ``interrupted``, status 130, no traceback. Spark's
     own log goes to a file named in those lines (kept only when something failed).
+    The SIGINT handler, ``sys.unraisablehook`` and the logging it changes while
+    it runs are put back when it returns or raises (:mod:`._hooks`).
     """
-    import logging
     import tempfile
 
     args = _parser().parse_args(argv)
-    handlers = {"report": _report, "sweep": _sweep, "synthetic": _synthetic}
-    # py4j logs (and logging.exception()s on the root logger) what we tell in one line
-    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
-    logging.getLogger().addHandler(logging.NullHandler())
     jvm_log = Path(tempfile.gettempdir()) / f"purgatory-analytics-spark-{os.getpid()}.log"
-    status = 1
-    try:
-        status = handlers[args.command](args, jvm_log)
-    except _UsageError as exc:
-        status = _fail(str(exc), 2)
-    except ValueError as exc:
-        status = _fail(str(exc), 2)
-    except ModuleNotFoundError as exc:
-        status = _fail(_missing_extra(exc), 2)
-    except _RuntimeFailure as exc:
-        status = _fail(str(exc), 1)
-    except KeyboardInterrupt:
-        status = _fail("interrupted", 130)
-    except Exception as exc:  # noqa: BLE001 - a Spark or I/O failure: one line, not pages
-        if _Interrupted.seen:
-            return _fail("interrupted", 130)
-        where = f" (Spark's log: {jvm_log})" if jvm_log.exists() else ""
-        status = _fail(f"failed: {_spark_failure(exc)}{where}", 1)
+    with InterruptGuard() as interrupts, quiet_logging():
+        try:
+            status = _COMMANDS[args.command].run(_Run(args, jvm_log, interrupts))
+        except KeyboardInterrupt:
+            status = _fail("interrupted", 130)
+        except Exception as exc:  # noqa: BLE001 - every failure: one line, not pages
+            status = _fail(*_failure(exc, interrupted=interrupts.seen, jvm_log=jvm_log))
     if status == 0 and jvm_log.exists():
         jvm_log.unlink()
     return status
+
+
+def _failure(exc: Exception, *, interrupted: bool, jvm_log: Path) -> tuple[str, int]:
+    """What a command raised -> (its line, the exit status): the one place that maps them.
+
+    Bad input is status 2 (a ValueError too, unless it is one of Spark's own); a
+    failure after Ctrl-C is the interruption (130); any other failure is told
+    by :func:`._failures.failure_line`, with status 1.
+    """
+    from purgatory_broker.analytics._failures import failure_line, is_spark_error
+
+    if isinstance(exc, _UsageError) or (isinstance(exc, ValueError) and not is_spark_error(exc)):
+        return str(exc), 2
+    if isinstance(exc, ModuleNotFoundError):
+        return _missing_extra(exc), 2
+    if isinstance(exc, _RuntimeFailure):
+        return str(exc), 1
+    if interrupted:
+        return "interrupted", 130
+    where = f" (Spark's log: {jvm_log})" if jvm_log.exists() else ""
+    return f"failed: {failure_line(exc)}{where}", 1
 
 
 def _fail(message: str, status: int) -> int:

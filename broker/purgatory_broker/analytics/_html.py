@@ -235,33 +235,43 @@ def _without_partial_last_window(data: TraceReportData) -> tuple[pd.DataFrame, s
 
 
 def render_trace_report(data: TraceReportData) -> str:
-    """The trace report as one HTML document."""
-    sections = []
+    """The trace report as one HTML document. O(cells + points)."""
     sources = ", ".join(f"<code>{escape(s)}</code>" for s in data.inputs)
-    sections.append(
+    sections = [
         f'<p class="meta">Trace: {sources}. {data.rows.total:,} operations read, '
-        f"{data.rows.valid:,} valid. Computed with Apache Spark in {data.elapsed_s:.1f} s.</p>"
-    )
-    sections.append(_rows_section(data.rows))
+        f"{data.rows.valid:,} valid. Computed with Apache Spark in {data.elapsed_s:.1f} s.</p>",
+        _rows_section(data.rows),
+        *_kinds_section(data),
+        *_time_sections(data),
+        *_busiest_section(data),
+        "<h2>Error codes</h2>",
+        table(data.error_codes),
+        '<p class="note">One result per (operation, key).</p>',
+        _about_section(data),
+    ]
+    return page("Purgatory trace report", sections)
 
-    sections.append("<h2>Per purgatory and operation kind</h2>")
-    sections.append(table(data.by_kind, columns=_KIND_COLUMNS))
-    sections.append(
+
+def _kinds_section(data: TraceReportData) -> list[str]:
+    """The table per purgatory and kind, and the completion latency histograms."""
+    return [
+        "<h2>Per purgatory and operation kind</h2>",
+        table(data.by_kind, columns=_KIND_COLUMNS),
         '<p class="note">Latency is <code>completed_ms - created_ms</code> of operations that '
         "completed early; lateness is <code>completed_ms - deadline_ms</code> of expired ones "
-        "(negative when a coarse tick fired a bucket before the exact deadline).</p>"
-    )
+        "(negative when a coarse tick fired a bucket before the exact deadline).</p>",
+        "<h2>Completion latency distribution</h2>",
+        _histograms(data.latency_histogram, "latency", "latency bucket, lower edge (ms)"),
+    ]
 
-    sections.append("<h2>Completion latency distribution</h2>")
-    sections.append(
-        _histograms(data.latency_histogram, "latency", "latency bucket, lower edge (ms)")
-    )
 
-    sections.append("<h2>Expirations over time</h2>")
-    sections.append(
+def _time_sections(data: TraceReportData) -> list[str]:
+    """Expirations and operations per window, then the expiry lateness."""
+    sections = [
+        "<h2>Expirations over time</h2>",
         f'<p class="note">Tumbling windows of {data.window_ms:,} ms over <code>created_ms'
-        "</code>.</p>"
-    )
+        "</code>.</p>",
+    ]
     if data.windows_truncated:
         sections.append(
             '<p class="note">Only the first windows are charted; the Parquet table has all.</p>'
@@ -269,57 +279,53 @@ def render_trace_report(data: TraceReportData) -> str:
     windows, partial_note = _without_partial_last_window(data)
     if partial_note:
         sections.append(f'<p class="note">{partial_note}</p>')
-    sections.append(_over_time(windows, "expired", "Expired operations per window", "expired"))
-    sections.append(_over_time(windows, "operations", "Operations per window", "operations"))
-
-    sections.append("<h2>Expiry lateness</h2>")
-    sections.append(
-        _histograms(data.lateness_histogram, "lateness", "lateness bucket, lower edge (ms)")
-    )
-    sections.append(
+    return [
+        *sections,
+        _over_time(windows, "expired", "Expired operations per window", "expired"),
+        _over_time(windows, "operations", "Operations per window", "operations"),
+        "<h2>Expiry lateness</h2>",
+        _histograms(data.lateness_histogram, "lateness", "lateness bucket, lower edge (ms)"),
         _over_time(
             windows,
             "lateness_max_ms",
             "Maximum lateness per window (a dot per window with expiries)",
             "ms",
             markers=True,
-        )
-    )
+        ),
+    ]
 
-    sections.append(f"<h2>Busiest keys (top {len(data.busiest)})</h2>")
-    sections.append(
-        table(
-            data.busiest,
-            columns={
-                "purgatory": "purgatory",
-                "key": "topic-partition",
-                "operations": "operations",
-                "completed": "completed early",
-                "expired": "expired",
-                "latency_p99_ms": "latency p99 ms",
-                "lateness_max_ms": "lateness max ms",
-                "bytes": "bytes",
-                "errors": "error results",
-            },
-        )
-    )
-    sections.append(
-        '<p class="note">An operation watching several keys counts once for each key.</p>'
-    )
 
-    sections.append("<h2>Error codes</h2>")
-    sections.append(table(data.error_codes))
-    sections.append('<p class="note">One result per (operation, key).</p>')
+_BUSIEST_COLUMNS = {
+    "purgatory": "purgatory",
+    "key": "topic-partition",
+    "operations": "operations",
+    "completed": "completed early",
+    "expired": "expired",
+    "latency_p99_ms": "latency p99 ms",
+    "lateness_max_ms": "lateness max ms",
+    "bytes": "bytes",
+    "errors": "error results",
+}
 
+
+def _busiest_section(data: TraceReportData) -> list[str]:
+    return [
+        f"<h2>Busiest keys (top {len(data.busiest)})</h2>",
+        table(data.busiest, columns=_BUSIEST_COLUMNS),
+        '<p class="note">An operation watching several keys counts once for each key.</p>',
+    ]
+
+
+def _about_section(data: TraceReportData) -> str:
+    """How the figures are computed, and where each one's Parquet is."""
     listing = "".join(
         f"<li><code>{escape(name)}</code>: <code>{escape(path)}</code></li>"
         for name, path in data.tables.items()
     )
-    sections.append(
+    return (
         "<h2>About these figures</h2>"
         '<p class="note">Percentiles are exact: the p-th percentile of a group of n values '
         "is the value of rank max(1, ceil(p / 100 &times; n)) in the sorted group. "
         "Counts and bytes are exact.</p>"
         f'<p class="note">Every figure is also written as Parquet:</p><ul>{listing}</ul>'
     )
-    return page("Purgatory trace report", sections)

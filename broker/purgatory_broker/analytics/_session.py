@@ -41,6 +41,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, TextIO
 from . import _cds
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = [
@@ -174,7 +176,6 @@ def build_session(
     :class:`SparkStartError` with the JVM's reason when Spark does not start.
     Starting the JVM takes a few seconds; reusing a running session is free.
     """
-    from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
     check_spark_options(master, driver_memory)
@@ -185,10 +186,30 @@ def build_session(
     submitted = master is None and "PYSPARK_GATEWAY_PORT" in os.environ
     master = master or DEFAULT_MASTER
     local = not submitted and is_local_master(master)
-    workers_python = (conf or {}).get("spark.pyspark.python")
+    conf = conf or {}
+    _choose_pythons(conf, local)
+    # a user's own extraJavaOptions replace ours, the archive's with them
+    own_options = "spark.driver.extraJavaOptions" in conf
+    archive = _archive_plan() if class_archive and not submitted and not own_options else None
+    settings = _settings(
+        _java_options(small_input and local, archive),
+        local=local,
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        conf=conf,
+    )
+    spark = _start(app_name, None if submitted else master, settings, jvm_log)
+    if archive is not None and archive.writing:
+        _writing_archive[spark.sparkContext] = archive
+    return spark
+
+
+def _choose_pythons(conf: Mapping[str, str], local: bool) -> None:
+    """The Python of the executors (and of the driver in local mode), in the
+    environment pyspark reads when the context starts."""
+    workers_python = conf.get("spark.pyspark.python")
     if workers_python is not None:
-        # pyspark reads the executors' Python from the environment when the
-        # context starts (spark-submit turns the setting into it; we do it here)
+        # spark-submit turns the setting into the variable; we do it here
         os.environ["PYSPARK_PYTHON"] = workers_python
     elif local:
         # local executors are the driver's threads: they must run this interpreter
@@ -196,19 +217,34 @@ def build_session(
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # on a cluster the workers' own Python is used: PYSPARK_PYTHON or
     # spark.pyspark.python when the user sets one, else Spark's default python3
-    java_options = [f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"]
-    if small_input and local:
-        java_options.append(SMALL_INPUT_JAVA_OPTIONS)
-    # a user's own extraJavaOptions replace ours, the archive's with them
-    own_options = "spark.driver.extraJavaOptions" in (conf or {})
-    archive = _archive_plan() if class_archive and not submitted and not own_options else None
+
+
+def _java_options(small_input: bool, archive: _cds.ArchivePlan | None) -> str:
+    """The driver JVM's options: the quiet log, then the small input's and the archive's."""
+    options = [f"-Dlog4j2.configurationFile=file:{LOG4J2_FILE}"]
+    if small_input:
+        options.append(SMALL_INPUT_JAVA_OPTIONS)
     if archive is not None:
-        java_options.append(archive.java_options)
+        options.append(archive.java_options)
+    return " ".join(options)
+
+
+def _settings(
+    java_options: str,
+    *,
+    local: bool,
+    shuffle_partitions: int | None,
+    driver_memory: str | None,
+    conf: Mapping[str, str],
+) -> dict[str, str]:
+    """Every Spark setting of the session, the user's ``conf`` last (it wins).
+    In local mode the driver is bound to the loopback address (``SPARK_LOCAL_IP``
+    too, which the JVM reads from the environment)."""
     settings: dict[str, str] = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": " ".join(java_options),
+        "spark.driver.extraJavaOptions": java_options,
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
@@ -222,10 +258,20 @@ def build_session(
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if driver_memory is not None:
         settings["spark.driver.memory"] = driver_memory
-    settings.update(conf or {})
+    settings.update(conf)
+    return settings
+
+
+def _start(
+    app_name: str, master: str | None, settings: Mapping[str, str], jvm_log: Path | None
+) -> SparkSession:
+    """Start the session (on ``master``, or spark-submit's when None) with its JVM's
+    stderr in ``jvm_log``; raises SparkStartError with the JVM's reason."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if not submitted:
+    if master is not None:
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -233,18 +279,19 @@ def build_session(
         with _stderr_to(jvm_log):
             spark = builder.getOrCreate()
     except (PySparkException, OSError) as exc:
+        where = master or DEFAULT_MASTER
         raise SparkStartError(
-            f"Spark did not start on {master}: {_why_not_started(jvm_log, exc)}"
+            f"Spark did not start on {where}: {_why_not_started(jvm_log, exc)}"
         ) from None
     spark.sparkContext.setLogLevel("WARN")
-    _Archive.writing = archive if archive is not None and archive.writing else None
     return spark
 
 
-class _Archive:
-    """The class archive this process's JVM writes at exit, if any (:func:`stop_session`)."""
-
-    writing: _cds.ArchivePlan | None = None
+#: the class archive the JVM of a session is writing, to install when the session
+#: stops (:func:`stop_session`); a session's entry goes with it
+_writing_archive: weakref.WeakKeyDictionary[SparkContext, _cds.ArchivePlan] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _archive_plan() -> _cds.ArchivePlan | None:
@@ -264,7 +311,7 @@ def stop_session(spark: SparkSession, *, wait_s: float = ARCHIVE_WAIT_S) -> Path
     and install the archive; returns its path. Otherwise does nothing (the JVM
     exits with this process) and returns None. Never raises for the archive.
     """
-    archive, _Archive.writing = _Archive.writing, None
+    archive = _writing_archive.pop(spark.sparkContext, None)
     if archive is None:
         return None
     from pyspark import SparkContext

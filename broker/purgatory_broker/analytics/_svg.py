@@ -77,6 +77,23 @@ def _y_axis(
     )
 
 
+def _no_data(parts: list[str], height: int) -> str:
+    parts.append(f'<text x="{_LEFT}" y="{height // 2}">no data</text></svg>')
+    return "".join(parts)
+
+
+def _closed(parts: list[str], x_label: str, names: Sequence[str], width: int, height: int) -> str:
+    """The chart with its x label and legend, as one string."""
+    plot_w = width - _LEFT - _RIGHT
+    parts.append(
+        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+        f"{escape(x_label)}</text>"
+    )
+    _legend(parts, names, width)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _legend(parts: list[str], names: Sequence[str], width: int) -> None:
     if len(names) < 2:
         return
@@ -104,8 +121,7 @@ def bar_chart(
     names = list(series)
     values = [v for s in series.values() for v in s]
     if not labels or not values:
-        parts.append(f'<text x="{_LEFT}" y="{height // 2}">no data</text></svg>')
-        return "".join(parts)
+        return _no_data(parts, height)
     ticks = nice_ticks(0.0, max(*values, 1.0))
     plot_h = height - _TOP - _BOTTOM
     plot_w = width - _LEFT - _RIGHT
@@ -133,13 +149,7 @@ def bar_chart(
                 f'<text x="{cx:.1f}" y="{y_of(0) + 14:.1f}" text-anchor="middle">'
                 f"{escape(label)}</text>"
             )
-    parts.append(
-        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-        f"{escape(x_label)}</text>"
-    )
-    _legend(parts, names, width)
-    parts.append("</svg>")
-    return "".join(parts)
+    return _closed(parts, x_label, names, width, height)
 
 
 def line_chart(
@@ -158,8 +168,7 @@ def line_chart(
     parts = _frame(title, width, height)
     values = [v for s in series.values() for v in s if v is not None]
     if not xs or not values:
-        parts.append(f'<text x="{_LEFT}" y="{height // 2}">no data</text></svg>')
-        return "".join(parts)
+        return _no_data(parts, height)
     y_ticks = nice_ticks(min(0.0, *values), max(*values, 1.0))
     x_ticks = nice_ticks(min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1)
     plot_h = height - _TOP - _BOTTOM
@@ -180,26 +189,31 @@ def line_chart(
             f"{fmt_number(tick)}</text>"
         )
     for index, (name, ys) in enumerate(series.items()):
-        colour = PALETTE[index % len(PALETTE)]
-        runs: list[list[str]] = [[]]
-        for x, y in zip(xs, ys, strict=True):
-            if y is None:
-                runs.append([])
-            else:
-                runs[-1].append(f"{x_of(x):.1f},{y_of(y):.1f}")
-        for run in runs:
-            for point in run if markers or len(run) == 1 else ():
-                cx, cy = point.split(",")
-                parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
-            if len(run) > 1:
-                parts.append(
-                    f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
-                    f'points="{" ".join(run)}"><title>{escape(name)}</title></polyline>'
-                )
-    parts.append(
-        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-        f"{escape(x_label)}</text>"
-    )
-    _legend(parts, list(series), width)
-    parts.append("</svg>")
-    return "".join(parts)
+        points = [
+            None if y is None else f"{x_of(x):.1f},{y_of(y):.1f}"
+            for x, y in zip(xs, ys, strict=True)
+        ]
+        _line(parts, name, points, PALETTE[index % len(PALETTE)], markers)
+    return _closed(parts, x_label, list(series), width, height)
+
+
+def _line(
+    parts: list[str], name: str, points: Sequence[str | None], colour: str, markers: bool
+) -> None:
+    """One series: a polyline per run of points between Nones, a dot on a point
+    alone (or on every point, with ``markers``)."""
+    runs: list[list[str]] = [[]]
+    for point in points:
+        if point is None:
+            runs.append([])
+        else:
+            runs[-1].append(point)
+    for run in runs:
+        for dot in run if markers or len(run) == 1 else ():
+            cx, cy = dot.split(",")
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
+        if len(run) > 1:
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+                f'points="{" ".join(run)}"><title>{escape(name)}</title></polyline>'
+            )

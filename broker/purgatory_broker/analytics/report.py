@@ -108,7 +108,34 @@ def build_report(
     with steps.stage("trace read, schema checked"):
         trace = read_trace(spark, traces)
     out.create()
-    with steps.stage("rows checked, operations and keys folded"), ThreadPoolExecutor(2) as pool:
+    with steps.stage("rows checked, operations and keys folded"):
+        operations, pairs = _fold_cells(trace, window_ms)
+        rows = _fold.row_check(operations)
+    with steps.stage("figures computed"):
+        figures = _fold.figures(operations, pairs, window_ms)
+        del operations, pairs
+    with steps.stage("tables written"):
+        tables = _write_tables(spark, out, rows, figures)
+    with steps.stage("HTML report"):
+        data = _report_data(
+            figures,
+            inputs=[str(t) for t in traces],
+            rows=rows,
+            tables=tables,
+            window_ms=window_ms,
+            top_keys=top_keys,
+            started=started,
+        )
+        html = out.write_bytes(spark, "report.html", render_trace_report(data).encode())
+    return ReportResult(
+        html=html, tables=tables, rows=rows, elapsed_s=time.perf_counter() - started
+    )
+
+
+def _fold_cells(trace: DataFrame, window_ms: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The operations' cells and the (operation, key) pairs' cells: two Spark jobs
+    at once, each reading the trace once; only the cells reach the driver."""
+    with ThreadPoolExecutor(2) as pool:
         folds = [
             pool.submit(cells.toPandas)
             for cells in (
@@ -117,45 +144,56 @@ def build_report(
             )
         ]
         operations, pairs = (fold.result() for fold in folds)
-        rows = _fold.row_check(operations)
-    with steps.stage("figures computed"):
-        figures = _fold.figures(operations, pairs, window_ms)
-        del operations, pairs
-    with steps.stage("tables written"):
-        frames = {"row_checks": _row_checks(spark, rows)}
-        frames |= {
-            name: spark.createDataFrame(table, schema=_fold.table_schema(table)).coalesce(1)
-            for name, table in figures.items()
-        }
-        with ThreadPoolExecutor(len(frames)) as pool:
-            written = {
-                name: pool.submit(_write, frame, out, name) for name, frame in frames.items()
-            }
-            tables = {name: path.result() for name, path in written.items()}
+    return operations, pairs
 
-    with steps.stage("HTML report"):
-        shown = {name: _as_collected(table) for name, table in figures.items()}
-        busiest = shown[BY_PARTITION.name].sort_values(
-            ["operations", "purgatory", "key"], ascending=[False, True, True], kind="stable"
-        )
-        windows = shown[WINDOWS.name]
-        data = TraceReportData(
-            inputs=[str(t) for t in traces],
-            rows=rows,
-            window_ms=window_ms,
-            by_kind=shown[BY_KIND.name],
-            busiest=busiest.head(top_keys).reset_index(drop=True),
-            windows=windows.head(MAX_CHART_ROWS),
-            windows_truncated=len(windows) > MAX_CHART_ROWS,
-            error_codes=shown["error_codes"],
-            latency_histogram=shown["latency_histogram"],
-            lateness_histogram=shown["lateness_histogram"],
-            tables=dict(tables),
-            elapsed_s=time.perf_counter() - started,
-        )
-        html = out.write_bytes(spark, "report.html", render_trace_report(data).encode())
-    return ReportResult(
-        html=html, tables=tables, rows=rows, elapsed_s=time.perf_counter() - started
+
+def _write_tables(
+    spark: SparkSession, out: Output, rows: RowCheck, figures: dict[str, pd.DataFrame]
+) -> dict[str, str]:
+    """Write the row checks and every figure as Parquet, one small job each, all
+    at once; returns where each table went."""
+    from . import _fold
+
+    frames = {"row_checks": _row_checks(spark, rows)}
+    frames |= {
+        name: spark.createDataFrame(table, schema=_fold.table_schema(table)).coalesce(1)
+        for name, table in figures.items()
+    }
+    with ThreadPoolExecutor(len(frames)) as pool:
+        written = {name: pool.submit(_write, frame, out, name) for name, frame in frames.items()}
+        return {name: path.result() for name, path in written.items()}
+
+
+def _report_data(
+    figures: dict[str, pd.DataFrame],
+    *,
+    inputs: list[str],
+    rows: RowCheck,
+    tables: dict[str, str],
+    window_ms: int,
+    top_keys: int,
+    started: float,
+) -> TraceReportData:
+    """What the HTML shows: the figures as their Parquet reads back, the busiest
+    keys first, the windows cut at MAX_CHART_ROWS."""
+    shown = {name: _as_collected(table) for name, table in figures.items()}
+    busiest = shown[BY_PARTITION.name].sort_values(
+        ["operations", "purgatory", "key"], ascending=[False, True, True], kind="stable"
+    )
+    windows = shown[WINDOWS.name]
+    return TraceReportData(
+        inputs=inputs,
+        rows=rows,
+        window_ms=window_ms,
+        by_kind=shown[BY_KIND.name],
+        busiest=busiest.head(top_keys).reset_index(drop=True),
+        windows=windows.head(MAX_CHART_ROWS),
+        windows_truncated=len(windows) > MAX_CHART_ROWS,
+        error_codes=shown["error_codes"],
+        latency_histogram=shown["latency_histogram"],
+        lateness_histogram=shown["lateness_histogram"],
+        tables=dict(tables),
+        elapsed_s=time.perf_counter() - started,
     )
 
 

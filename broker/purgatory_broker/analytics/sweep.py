@@ -288,9 +288,7 @@ def render_sweep(
 ) -> str:
     """The sweep's HTML page: per workload (``settings`` other than the tuned ones
     and the seed), a ranked table and charts; ``swept`` (the grid's keys) names
-    the configurations in labels and the verdict."""
-    import pandas as pd
-
+    the configurations in labels and the verdict. O(configurations squared)."""
     ok = frame[frame["error"].isna()] if "error" in frame else frame
     sections = [
         f'<p class="meta">Task <code>{escape(task)}</code>, {len(frame)} configurations, '
@@ -300,15 +298,12 @@ def render_sweep(
     if not failed.empty:
         sections.append('<h2 class="bad">Failed configurations</h2>' + table(failed))
     distance = OFF_DEADLINE_COLUMN if OFF_DEADLINE_COLUMN in ok else LATENESS_COLUMN
-    ranked = CPU_COLUMN in ok and distance in ok
-    if not ranked:
+    if CPU_COLUMN not in ok or distance not in ok:  # nothing to rank by
         sections.append("<h2>Results</h2>" + table(ok))
         return page("Purgatory sweep", sections)
-
     workload_columns = [c for c in settings if c in frame and c not in _NOT_WORKLOAD]
     label_keys = [c for c in (swept or TUNED) if c in frame and c not in workload_columns]
     label_keys = label_keys or [c for c in TUNED if c in frame]
-    axis = " / ".join(label_keys) or "configuration"
     groups = (
         ok.groupby(workload_columns, dropna=False, sort=True) if workload_columns else [((), ok)]
     )
@@ -318,83 +313,106 @@ def render_sweep(
             ", ".join(f"{n}={v}" for n, v in zip(workload_columns, key_values, strict=True))
             or "all configurations"
         )
-        group = unsorted.sort_values([CPU_COLUMN, distance])
-        cpu = [float(v) for v in group[CPU_COLUMN]]
-        off = [math.nan if pd.isna(v) else float(v) for v in group[distance]]
-        best = _pareto(cpu, off)
-        names = [
+        ranking = _Ranking(unsorted.sort_values([CPU_COLUMN, distance]), label_keys, distance)
+        sections += ranking.sections(label)
+    sections.append(_CPU_NOTE)
+    return page("Purgatory sweep", sections)
+
+
+_CPU_NOTE = (
+    '<p class="note">CPU time is <code>time.process_time()</code> of the task\'s Python '
+    "worker over the run, divided by operations. Tasks ran concurrently on a shared "
+    "machine, so lateness (wall clock) includes scheduling noise; repeat with several "
+    "seeds before trusting small differences.</p>"
+)
+
+#: the measurements a workload's table shows, when the task reports them
+_SHOWN = (
+    CPU_COLUMN,
+    "ops_per_s",
+    OFF_DEADLINE_COLUMN,
+    "lateness_p50_ms",
+    LATENESS_COLUMN,
+    "lateness_max_ms",
+    "early_expiries",
+    "completed_early",
+    "expired",
+    "reaper_wakeups",
+    "wall_s",
+)
+
+
+class _Ranking:
+    """One workload's configurations, in (CPU, distance from the deadline) order:
+    its section of the page, as a verdict, a table and charts."""
+
+    def __init__(self, group: pd.DataFrame, label_keys: list[str], distance: str) -> None:
+        import pandas as pd
+
+        self.group = group
+        self.label_keys = label_keys
+        self.distance = distance
+        self.axis = " / ".join(label_keys) or "configuration"
+        self.cpu = [float(v) for v in group[CPU_COLUMN]]
+        self.off = [math.nan if pd.isna(v) else float(v) for v in group[distance]]
+        self.names = [
             " / ".join(str(row[c]) for c in label_keys) or str(row.get("config_id"))
             for row in group.to_dict("records")
         ]
-        sections.append(f"<h2>Workload: {escape(label)}</h2>")
-        sections.append(_verdict(names, cpu, off, axis, distance))
-        shown = [c for c in (*label_keys, "seed") if c in group] + [
-            c
-            for c in (
-                CPU_COLUMN,
-                "ops_per_s",
-                OFF_DEADLINE_COLUMN,
-                "lateness_p50_ms",
-                LATENESS_COLUMN,
-                "lateness_max_ms",
-                "early_expiries",
-                "completed_early",
-                "expired",
-                "reaper_wakeups",
-                "wall_s",
-            )
-            if c in group
+
+    def sections(self, label: str) -> list[str]:
+        """The workload's heading, verdict, table, note and charts."""
+        group = self.group
+        shown = [c for c in (*self.label_keys, "seed") if c in group]
+        shown += [c for c in _SHOWN if c in group]
+        best = _pareto(self.cpu, self.off)
+        return [
+            f"<h2>Workload: {escape(label)}</h2>",
+            _verdict(self.names, self.cpu, self.off, self.axis, self.distance),
+            table(group, columns={c: c for c in shown}, highlight=best),
+            self._note(),
+            f'<div class="charts">{"".join(self._charts())}</div>',
         ]
-        sections.append(table(group, columns={c: c for c in shown}, highlight=best))
-        sections.append(
+
+    def _note(self) -> str:
+        return (
             '<p class="note">Highlighted: Pareto-optimal for (CPU per operation, '
-            f"<code>{distance}</code>): no other configuration is at least as good in both "
-            "and better in one. "
+            f"<code>{self.distance}</code>): no other configuration is at least as good in "
+            "both and better in one. "
             + (
                 "<code>off_deadline_p99_ms</code> is the p99 of |lateness|: an expiry fired "
                 "early (a coarse tick) counts as far from its deadline as one fired late; "
                 "<code>early_expiries</code> counts the early ones.</p>"
-                if distance == OFF_DEADLINE_COLUMN
+                if self.distance == OFF_DEADLINE_COLUMN
                 else "Negative lateness (an early expiry) ranks as good here: the task does "
                 "not report the distance from the deadline.</p>"
             )
         )
-        lateness_series: dict[str, list[float]] = {
-            "p99": [0.0 if pd.isna(v) else float(v) for v in group.get(LATENESS_COLUMN, [])]
-        }
-        if "lateness_max_ms" in group:  # no max reported: no max bars
-            lateness_series["max"] = [
-                0.0 if pd.isna(v) else float(v) for v in group["lateness_max_ms"]
-            ]
+
+    def _charts(self) -> list[str]:
+        """CPU per operation, and lateness (p99, and max when reported) when reported."""
         charts = [
-            _svg.bar_chart(
-                names,
-                {"CPU µs per operation": cpu},
-                title="CPU per operation (lower is better)",
-                x_label=axis,
-                y_label="µs",
-                width=520,
-            ),
-        ]
-        if LATENESS_COLUMN in group:
-            charts.append(
-                _svg.bar_chart(
-                    names,
-                    lateness_series,
-                    title="Expiry lateness (negative: fired early)",
-                    x_label=axis,
-                    y_label="ms",
-                    width=520,
-                )
+            self._bars(
+                {"CPU µs per operation": self.cpu}, "CPU per operation (lower is better)", "µs"
             )
-        sections.append(f'<div class="charts">{"".join(charts)}</div>')
-    sections.append(
-        '<p class="note">CPU time is <code>time.process_time()</code> of the task\'s Python '
-        "worker over the run, divided by operations. Tasks ran concurrently on a shared "
-        "machine, so lateness (wall clock) includes scheduling noise; repeat with several "
-        "seeds before trusting small differences.</p>"
-    )
-    return page("Purgatory sweep", sections)
+        ]
+        if LATENESS_COLUMN in self.group:
+            lateness = {"p99": _zero_for_none(self.group[LATENESS_COLUMN])}
+            if "lateness_max_ms" in self.group:  # no max reported: no max bars
+                lateness["max"] = _zero_for_none(self.group["lateness_max_ms"])
+            charts.append(self._bars(lateness, "Expiry lateness (negative: fired early)", "ms"))
+        return charts
+
+    def _bars(self, series: dict[str, list[float]], title: str, y_label: str) -> str:
+        return _svg.bar_chart(
+            self.names, series, title=title, x_label=self.axis, y_label=y_label, width=520
+        )
+
+
+def _zero_for_none(values: pd.Series) -> list[float]:
+    import pandas as pd
+
+    return [0.0 if pd.isna(v) else float(v) for v in values]
 
 
 def _verdict(names: list[str], cpu: list[float], off: list[float], axis: str, distance: str) -> str:

@@ -121,15 +121,49 @@ def synthetic_trace(
     ``first_op_id``.
     """
     import numpy as np
-    import pyarrow as pa
-
-    from purgatory_broker.broker.errors import ErrorCode
 
     if rows < 0:
         raise ValueError(f"rows must be >= 0, not {rows}")
     spec = spec or SyntheticSpec()
     rng = np.random.default_rng(seed)
-    n = rows
+    # the draws in this order: the trace of a seed depends on it
+    ops = _draw_operations(rng, spec, rows, start_ms)
+    keys = _draw_keys(rng, spec, rows)
+    codes = _draw_error_codes(rng, spec, ops, keys)
+    nbytes = _draw_bytes(rng, spec, ops, keys)
+    return _trace_table(spec, ops, keys, codes=codes, nbytes=nbytes, first_op_id=first_op_id)
+
+
+@dataclass(frozen=True)
+class _Operations:
+    """Per operation (arrays of ``rows``): what it is, when, and how it ended."""
+
+    kind_ix: np.ndarray  # index into spec.kinds
+    is_produce: np.ndarray
+    created: np.ndarray
+    deadline: np.ndarray
+    completed: np.ndarray
+    expired: np.ndarray
+    cancelled: np.ndarray
+    outcome_ix: np.ndarray  # 0 completed, 1 expired, 2 cancelled
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Every operation's keys, flattened: operation i's are ``offsets[i]:offsets[i + 1]``."""
+
+    offsets: np.ndarray  # rows + 1, int32
+    key_ix: np.ndarray  # index into spec.key_names, one per key
+    parent: np.ndarray  # the operation of each key
+    count: np.ndarray  # keys per operation
+
+
+def _draw_operations(
+    rng: np.random.Generator, spec: SyntheticSpec, n: int, start_ms: int
+) -> _Operations:
+    """Poisson arrivals, a kind each, a lognormal latency: completed early, or
+    expired a little late, or cancelled (module doc)."""
+    import numpy as np
 
     gaps_ms = rng.exponential(1000.0 / spec.rate_per_s, n)
     created = start_ms + np.floor(np.cumsum(gaps_ms)).astype(np.int64)
@@ -150,55 +184,100 @@ def synthetic_trace(
     lateness[spikes] += np.ceil(rng.exponential(20.0, int(spikes.sum()))).astype(np.int64)
     completed = np.where(expired, deadline + lateness, created + latency)
     cancel_at = created + np.floor(rng.random(n) * timeout).astype(np.int64)
-    completed = np.where(cancelled, cancel_at, completed)
-    outcome_ix = np.where(cancelled, 2, np.where(expired, 1, 0))
+    return _Operations(
+        kind_ix=kind_ix,
+        is_produce=np.array([k.purgatory == "produce" for k in spec.kinds])[kind_ix],
+        created=created,
+        deadline=deadline,
+        completed=np.where(cancelled, cancel_at, completed),
+        expired=expired,
+        cancelled=cancelled,
+        outcome_ix=np.where(cancelled, 2, np.where(expired, 1, 0)),
+    )
 
-    # keys: the first by a skewed popularity, the rest the next partitions along
+
+def _draw_keys(rng: np.random.Generator, spec: SyntheticSpec, n: int) -> _Keys:
+    """The first key by a skewed popularity, the rest the next partitions along."""
+    import numpy as np
+
     names = spec.key_names
     weights = 1.0 / np.arange(1, len(names) + 1) ** spec.key_skew
     popularity = rng.permutation(len(names))
     first = popularity[rng.choice(len(names), size=n, p=weights / weights.sum())]
-    nkeys = rng.integers(1, spec.max_keys + 1, size=n)
+    count = rng.integers(1, spec.max_keys + 1, size=n)
     offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(nkeys, out=offsets[1:])
+    np.cumsum(count, out=offsets[1:])
     total = int(offsets[-1])
-    parent = np.repeat(np.arange(n), nkeys)
+    parent = np.repeat(np.arange(n), count)
     position = np.arange(total) - offsets[:-1][parent]
     key_ix = (first[parent] + position) % len(names)
+    return _Keys(offsets=offsets, key_ix=key_ix, parent=parent, count=count)
 
-    is_produce = np.array([k.purgatory == "produce" for k in spec.kinds])[kind_ix]
+
+def _draw_error_codes(
+    rng: np.random.Generator, spec: SyntheticSpec, ops: _Operations, keys: _Keys
+) -> np.ndarray:
+    """One code per key: REQUEST_TIMED_OUT on an expired produce, else a sprinkle
+    of errors over NONE (module doc)."""
+    import numpy as np
+
+    from purgatory_broker.broker.errors import ErrorCode
+
+    total = len(keys.key_ix)
     codes = np.zeros(total, dtype=np.int16)
     sprinkle = rng.random(total) < spec.error_fraction
     not_leader = ErrorCode.NOT_LEADER_OR_FOLLOWER
     produce_codes = np.array([not_leader, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND], np.int16)
     fetch_codes = np.array([not_leader, ErrorCode.OFFSET_OUT_OF_RANGE], np.int16)
     pick = rng.integers(0, 2, size=total)
-    codes = np.where(
-        sprinkle, np.where(is_produce[parent], produce_codes[pick], fetch_codes[pick]), codes
-    )
-    timed_out = (is_produce & expired & ~cancelled)[parent]
-    codes = np.where(timed_out, np.int16(ErrorCode.REQUEST_TIMED_OUT), codes).astype(np.int16)
+    on_produce = ops.is_produce[keys.parent]
+    codes = np.where(sprinkle, np.where(on_produce, produce_codes[pick], fetch_codes[pick]), codes)
+    timed_out = (ops.is_produce & ops.expired & ~ops.cancelled)[keys.parent]
+    return np.where(timed_out, np.int16(ErrorCode.REQUEST_TIMED_OUT), codes).astype(np.int16)
 
-    median = np.array([k.bytes_median for k in spec.kinds])[kind_ix]
+
+def _draw_bytes(
+    rng: np.random.Generator, spec: SyntheticSpec, ops: _Operations, keys: _Keys
+) -> np.ndarray:
+    """Lognormal per key for produce, per operation for fetches; mostly 0 for an
+    expired fetch, 0 for a cancelled operation."""
+    import numpy as np
+
+    n = len(ops.kind_ix)
+    median = np.array([k.bytes_median for k in spec.kinds])[ops.kind_ix]
     size = np.exp(np.log(median) + 0.8 * rng.standard_normal(n))
-    size = np.where(is_produce, size * nkeys, size)
-    empty_fetch = ~is_produce & expired & (rng.random(n) < 0.7)
-    size = np.where(empty_fetch | cancelled, 0.0, size)
-    nbytes = np.floor(size).astype(np.int64)
+    size = np.where(ops.is_produce, size * keys.count, size)
+    empty_fetch = ~ops.is_produce & ops.expired & (rng.random(n) < 0.7)
+    size = np.where(empty_fetch | ops.cancelled, 0.0, size)
+    return np.floor(size).astype(np.int64)
 
-    purgatories = pa.array([k.purgatory for k in spec.kinds]).take(pa.array(kind_ix))
-    kinds = pa.array([k.kind for k in spec.kinds]).take(pa.array(kind_ix))
-    outcomes = pa.array(["completed", "expired", "cancelled"]).take(pa.array(outcome_ix))
+
+def _trace_table(
+    spec: SyntheticSpec,
+    ops: _Operations,
+    keys: _Keys,
+    *,
+    codes: np.ndarray,
+    nbytes: np.ndarray,
+    first_op_id: int,
+) -> pa.Table:
+    """The drawn operations as a table with the trace schema."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(ops.kind_ix)
+    kind_ix = pa.array(ops.kind_ix)
+    offsets = pa.array(keys.offsets)
     arrays: list[Any] = [
         pa.array(np.arange(first_op_id, first_op_id + n, dtype=np.int64)),
-        purgatories,
-        kinds,
-        pa.ListArray.from_arrays(pa.array(offsets), pa.array(names).take(pa.array(key_ix))),
-        pa.array(created),
-        pa.array(deadline),
-        pa.array(completed),
-        outcomes,
-        pa.ListArray.from_arrays(pa.array(offsets), pa.array(codes, pa.int16())),
+        pa.array([k.purgatory for k in spec.kinds]).take(kind_ix),
+        pa.array([k.kind for k in spec.kinds]).take(kind_ix),
+        pa.ListArray.from_arrays(offsets, pa.array(spec.key_names).take(pa.array(keys.key_ix))),
+        pa.array(ops.created),
+        pa.array(ops.deadline),
+        pa.array(ops.completed),
+        pa.array(["completed", "expired", "cancelled"]).take(pa.array(ops.outcome_ix)),
+        pa.ListArray.from_arrays(offsets, pa.array(codes, pa.int16())),
         pa.array(nbytes),
     ]
     return pa.Table.from_arrays(arrays, schema=trace_schema())
