@@ -53,11 +53,11 @@ autodoc_default_options = {"show-inheritance": True}
 nitpicky = True
 nitpick_ignore_regex = [
     # the standard library and third-party packages: no intersphinx (offline build)
-    (r"py:.*", r"(collections|concurrent|enum|types|typing|asyncio|inspect)\..*"),
+    (r"py:.*", r"(collections|concurrent|enum|types|typing|_?asyncio|inspect)\..*"),
     (r"py:.*", r"(redis|prometheus_client)\..*"),
     (r"py:class", r"(Callable|Hashable|Iterable|Iterator|Awaitable|Metric)"),
     # type variables and private helpers named in signatures and bases
-    (r"py:.*", r"(.*\.)?(T|R|K|Op)"),
+    (r"py:.*", r"(.*\.)?(T|Ts|R|K|Op)"),
     (r"py:.*", r"purgatory\..*\._\w+"),
     (r"py:.*", r"random\.Random|(.*\.)?T_contra"),
     # the library's docstrings name the modules of its source tree, which the reference

@@ -97,6 +97,13 @@ def test_testing_with_trio_mock_clock(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().out.startswith("timed out after 30.0")
 
 
+def test_testing_with_virtual_time_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    example = load("testing_virtual_loop")
+    example.test_polls_expire_at_their_virtual_deadlines()
+    assert example.main() == [30.0, 10.0]
+    assert capsys.readouterr().out == "expired at 30.000, 10.000 virtual seconds\n"
+
+
 def test_anyio_on_both_backends(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("anyio")
     pytest.importorskip("trio")

@@ -1,8 +1,9 @@
 """The producers' shared task: each producer keeps the schedule it would have alone.
 
-The real-time runs here stop after a number of requests, not after a time, so a
-slow or stalled machine makes them longer, never different; the time is only a
-hang guard.
+The runs are in virtual time (:func:`purgatory.testing.run_in_virtual_time`): sending
+takes no time there, so what the sender does at each moment is exact, and a run
+that stops after a number of requests is the same run on any machine. The time
+limit in ``after`` is only a guard against a run that never gets there.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,35 @@ from purgatory_broker.sim import SimulationConfig
 from purgatory_broker.sim.clients import SEND_CHUNK, Producer, run_producers, send_due
 
 from purgatory import TopicPartition
+from purgatory.testing import run_in_virtual_time
 
 HANG_GUARD_S = 60.0
 
 
+def now_s() -> float:
+    return asyncio.get_running_loop().time()
+
+
 def after(producers: list[Producer], requests: int, start_s: float) -> Callable[[], bool]:
-    """A ``stopping`` for run_producers: once ``requests`` are sent (or, as a guard
-    against a hang, HANG_GUARD_S after ``start_s``: the test's count then fails)."""
+    """A ``stopping`` for run_producers: once ``requests`` are sent (or, as a guard,
+    HANG_GUARD_S of the loop's time after ``start_s``: the test's count then fails)."""
 
     def stopping() -> bool:
         sent = sum(p.sent for p in producers)
-        return sent >= requests or time.monotonic() - start_s > HANG_GUARD_S
+        return sent >= requests or now_s() - start_s > HANG_GUARD_S
 
     return stopping
+
+
+def in_virtual_time(test: Callable[[Path], Coroutine[Any, Any, None]]) -> Callable[[Path], None]:
+    """Make an async test over ``tmp_path`` a plain one that runs in virtual time."""
+
+    def virtual(tmp_path: Path) -> None:
+        run_in_virtual_time(test(tmp_path))
+
+    virtual.__name__ = test.__name__
+    virtual.__doc__ = test.__doc__
+    return virtual
 
 
 def _broker(tmp_path: Path, tps: list[TopicPartition]) -> Broker:
@@ -43,13 +59,13 @@ def _broker(tmp_path: Path, tps: list[TopicPartition]) -> Broker:
     return broker
 
 
-@pytest.mark.asyncio
+@in_virtual_time
 async def test_each_producer_keeps_its_own_schedule_in_the_shared_task(tmp_path: Path) -> None:
     config = SimulationConfig(seed=7, produce_rate=400.0, producers=3, records_per_batch=2)
     tps = [TopicPartition("sim", p) for p in range(4)]
     broker = _broker(tmp_path, tps)
     producers = [Producer(broker, config, pid, tps) for pid in range(config.producers)]
-    start_s = time.monotonic()
+    start_s = now_s()
     async with broker:
         await run_producers(producers, start_s, after(producers, 60, start_s))
     for producer in producers:
@@ -83,13 +99,13 @@ def _record_sends(producers: list[Producer], log: list[tuple[float, float, int]]
     for producer in producers:
 
         def send(producer: Producer = producer, real: Any = producer.send) -> None:
-            log.append((producer.next_s, time.monotonic(), producer.producer_id))
+            log.append((producer.next_s, now_s(), producer.producer_id))
             real()
 
         producer.send = send  # type: ignore[method-assign]
 
 
-@pytest.mark.asyncio
+@in_virtual_time
 async def test_send_due_sends_every_arrival_by_then_in_arrival_order(tmp_path: Path) -> None:
     config = SimulationConfig(seed=3, produce_rate=2000.0, producers=4, records_per_batch=1)
     broker, producers = _producers(tmp_path, config)
@@ -109,7 +125,7 @@ async def test_send_due_sends_every_arrival_by_then_in_arrival_order(tmp_path: P
     assert send_due(producers, 100.01, 1000) == 0
 
 
-@pytest.mark.asyncio
+@in_virtual_time
 async def test_the_sender_lingers_never_sends_early_and_wakes_linger_apart(
     tmp_path: Path,
 ) -> None:
@@ -118,20 +134,22 @@ async def test_the_sender_lingers_never_sends_early_and_wakes_linger_apart(
     log: list[tuple[float, float, int]] = []
     _record_sends(producers, log)
     linger_s = 0.02
-    start_s = time.monotonic()
+    start_s = now_s()
     async with broker:
         wakeups = await run_producers(
             producers, start_s, after(producers, 200, start_s), linger_s=linger_s
         )
-    elapsed_s = time.monotonic() - start_s
+    elapsed_s = now_s() - start_s
     assert len(log) == sum(p.sent for p in producers) >= 200
-    assert all(sent_s >= arrival_s for arrival_s, sent_s, _ in log)  # never early
+    # never early, and (sending takes no virtual time) never later than the linger
+    assert all(arrival_s <= sent_s <= arrival_s + linger_s for arrival_s, sent_s, _ in log)
     # each wake-up waits for an arrival after the previous one, plus the linger
     assert 1 <= wakeups <= elapsed_s / linger_s + 1
+    assert wakeups == len({sent_s for _, sent_s, _ in log})  # one moment per wake-up
     assert wakeups < len(log) / 5  # about 30 requests a wake-up at this rate and linger
 
 
-@pytest.mark.asyncio
+@in_virtual_time
 async def test_send_due_stops_at_its_limit_and_the_rest_stays_due(tmp_path: Path) -> None:
     config = SimulationConfig(seed=4, produce_rate=4000.0, producers=2, records_per_batch=1)
     broker, producers = _producers(tmp_path, config)
@@ -145,32 +163,63 @@ async def test_send_due_stops_at_its_limit_and_the_rest_stays_due(tmp_path: Path
     assert rest > 100 and all(p.next_s > 0.05 for p in producers)
 
 
-@pytest.mark.asyncio
+class Stepper:
+    """Another task, stepping once per turn of the loop while requests are being sent,
+    noting how many were sent by each step (``seen``).
+
+    Between bursts it waits for the next send (:meth:`on_send` wakes it): a task that
+    only yielded (``sleep(0)`` forever) would keep the loop busy, and virtual time
+    moves only when the loop is idle, so the sender's timer would never come.
+    """
+
+    def __init__(self, sent: Callable[[], int]) -> None:
+        self.sent = sent
+        self.seen: list[int] = []  # requests sent so far, at each step
+        self.stopped = False
+        self._sending = asyncio.Event()
+
+    def on_send(self) -> None:
+        self._sending.set()
+
+    async def run(self) -> None:
+        while not self.stopped:
+            self.seen.append(self.sent())
+            await asyncio.sleep(0)
+            if self.sent() == self.seen[-1] and not self.stopped:  # wait for a send
+                self._sending.clear()
+                await self._sending.wait()
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        self.stopped = True
+        self._sending.set()
+        await task
+
+
+@in_virtual_time
 async def test_the_sender_lets_the_loop_breathe_every_chunk(tmp_path: Path) -> None:
     # far above what the loop sustains: the first wake-up finds hundreds due at once
     config = SimulationConfig(
         seed=2, produce_rate=200_000.0, producers=2, records_per_batch=1, record_bytes=16
     )
     broker, producers = _producers(tmp_path, config)
-    seen: list[int] = []  # requests sent so far, at each step of another task
-    stop = False
+    stepper = Stepper(lambda: sum(p.sent for p in producers))
+    for producer in producers:
 
-    async def watch() -> None:
-        while not stop:
-            seen.append(sum(p.sent for p in producers))
-            await asyncio.sleep(0)
+        def send(real: Any = producer.send) -> None:
+            real()
+            stepper.on_send()
 
-    start_s = time.monotonic()
+        producer.send = send  # type: ignore[method-assign]
+    start_s = now_s()
     async with broker:
-        watcher = asyncio.create_task(watch())
+        watcher = asyncio.create_task(stepper.run())
         await run_producers(
             producers, start_s, after(producers, 20 * SEND_CHUNK, start_s), linger_s=0.005
         )
-        stop = True
-        await watcher
-    steps = [b - a for a, b in itertools.pairwise(seen)]
-    assert sum(p.sent for p in producers) > SEND_CHUNK
-    assert max(steps) <= SEND_CHUNK
+        await stepper.stop(watcher)
+    steps = [b - a for a, b in itertools.pairwise(stepper.seen)]
+    assert sum(p.sent for p in producers) >= 20 * SEND_CHUNK
+    assert max(steps) == SEND_CHUNK  # whole chunks, and never more between two steps
 
 
 def test_linger_ms_is_a_setting() -> None:

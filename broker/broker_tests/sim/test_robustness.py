@@ -1,85 +1,120 @@
 """The simulation never hangs: yielding producers, a bounded end, clean signals,
-early path checks, a progress line that fits, a summary that agrees with the trace."""
+early path checks, a progress line that fits, a summary that agrees with the trace.
+
+In-process runs are in virtual time (``small``); the command line runs in real
+time where real time is what is checked: the smoke run of the main job at
+saturation, and signals sent to a running process."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from purgatory_broker.sim import SUMMARY_GROUPS, SimulationConfig, format_summary, run_async
-from purgatory_broker.sim.clients import SEND_CHUNK
+from purgatory_broker.sim import SUMMARY_GROUPS, SimulationConfig, format_summary, run, run_async
+from purgatory_broker.sim.clients import SEND_CHUNK, Producer
 from purgatory_broker.sim.progress import MIN_BAR, ProgressState, format_progress
 
 from broker_tests.cli_kit import ROOT, assert_one_line_error, run_cli
+from broker_tests.sim.test_producers import Stepper
 from broker_tests.sim.test_simulation import tiny
 from purgatory.core import exact_quantile
+from purgatory.testing import VirtualTimeLoop, run_in_virtual_time
 
 SIMULATE = "examples/simulate.py"  # run from the application's folder, broker/
 HANG_GUARD_S = 60.0  # what must end fails only if it has not by then: no timing claim
 SMALL = ["--partitions", "2", "--no-progress"]
 
 
+#: the virtual time each request costs the sender in the falling-behind test (the
+#: broker then sustains 10,000 requests/s)
+SEND_COST_S = 0.0001
+
+
 def small(tmp_path: Path, **changes: object) -> SimulationConfig:
-    """The tiny run of test_simulation, shorter, on asyncio."""
-    return tiny(tmp_path, **{"duration_s": 1.0, "stall_ms": 300, "uvloop": False, **changes})
+    """The tiny run of test_simulation (in virtual time), shorter."""
+    return tiny(tmp_path, **{"duration_s": 1.0, "stall_ms": 300, **changes})
 
 
 # -- falling behind ------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
-async def test_producers_behind_schedule_still_yield_to_the_loop(tmp_path: Path) -> None:
+def test_producers_behind_schedule_still_yield_to_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Offered far more than the broker sustains, the producers run behind schedule and
     still let other tasks run on every request; the run ends after its duration, with
-    the backlog unsent. Counted in turns of the loop and requests, not in time."""
-    turns = 0
-    done = False
+    the backlog unsent. In virtual time, where each request costs the sender
+    SEND_COST_S (as CPU time would); counted in turns of the loop and requests."""
+    sent = 0
+    stepper = Stepper(lambda: sent)  # one step per turn of the loop while sending
+    real_send = Producer.send
 
-    async def ticker() -> None:  # one step each turn of the loop
-        nonlocal turns
-        while not done:
-            await asyncio.sleep(0)
-            turns += 1
+    def costly_send(producer: Producer) -> None:
+        nonlocal sent
+        real_send(producer)
+        sent += 1
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
+        loop.advance(SEND_COST_S)
+        stepper.on_send()
 
-    task = asyncio.create_task(ticker())
-    config = small(tmp_path, produce_rate=1_000_000.0, trace_path=None)
-    summary = await run_async(config)
-    done = True
-    await task
+    monkeypatch.setattr(Producer, "send", costly_send)
+
+    async def main() -> dict[str, Any]:
+        task = asyncio.create_task(stepper.run())
+        summary = await run_async(config)
+        await stepper.stop(task)
+        return summary
+
+    config = small(tmp_path, produce_rate=100_000.0, duration_s=0.3, trace_path=None)
+    summary: dict[str, Any] = run_in_virtual_time(main())
     assert summary["read_back_ok"], summary["read_back_problems"]
     assert summary["achieved_produce_rate"] < summary["offered_produce_rate"]
     assert summary["produce_behind_schedule_s"] > 0
-    # the loop kept turning during the load: it yields after every SEND_CHUNK requests
-    # at most (every one, behind schedule), and each turn steps the ticker once
-    assert summary["produce_requests"] > 0
-    assert turns >= summary["produce_requests"] // SEND_CHUNK, turns
+    # the loop kept turning during the load: the sender yields after every SEND_CHUNK
+    # requests at most (the wake-up that first finds a backlog), and after every one
+    # once it is behind schedule; another task steps at each yield
+    assert summary["produce_requests"] == sent > 100
+    steps = [b - a for a, b in itertools.pairwise(stepper.seen)]
+    assert max(steps) <= SEND_CHUNK and sum(steps) == sent
+    assert steps.count(1) > sent / 2, steps
     # it stopped at its duration: the arrivals of the duration were not all sent
     assert summary["produce_requests"] < config.produce_rate * config.duration_s
     assert not summary["drain_cut"]
 
 
-def test_a_saturated_run_ends_on_its_own() -> None:
-    """The command line at 1,000,000 produce requests/s offered: ends, reads back."""
-    result = run_cli(
-        [SIMULATE, "--duration-s", "1", "--produce-rate", "1000000", "--no-trace-path", *SMALL],
-        timeout_s=90,
-    )
+def test_the_main_job_saturated_in_real_time_ends_with_its_summary(tmp_path: Path) -> None:
+    """The real-time smoke run: the command line on its default loop at 1,000,000
+    produce requests/s offered ends on its own, reads back, and prints its summary in
+    groups, with units (CPU measured), and the trace's path once."""
+    trace = tmp_path / "t.parquet"
+    args = [SIMULATE, "--duration-s", "1", "--produce-rate", "1000000", "--trace-path"]
+    result = run_cli([*args, str(trace), *SMALL], timeout_s=90)
     assert result.returncode == 0, result.stderr
-    assert "read-back OK" in result.stdout and "Traceback" not in result.stderr
+    out = result.stdout
+    assert "read-back OK" in out and "Traceback" not in result.stderr
+    for title, _ in SUMMARY_GROUPS:
+        assert f"\n{title}\n" in f"\n{out}", title
+    assert out.count(str(trace)) == 1 and trace.exists()
+    assert _row(out, "cpu_us_per_request")[0] == "cpu_us_per_request"
+    assert " us " in next(line for line in out.splitlines() if "cpu_us_per_request" in line)
+    assert "can exceed acked_records" in " ".join(out.split())
 
 
-@pytest.mark.asyncio
-async def test_a_slow_producer_does_not_hold_the_end(tmp_path: Path) -> None:
+def test_a_slow_producer_does_not_hold_the_end(tmp_path: Path) -> None:
     """A producer waiting a long time for its next arrival is stopped at the end of the
-    load: the run ends in far less than that wait, however slow the machine."""
+    load: the run ends at its duration, long before that wait (in virtual time, where
+    sitting through it would show as the run's time)."""
     config = small(tmp_path, produce_rate=0.001, duration_s=0.5, trace_path=None)
     rate = config.produce_rate / config.producers
     # each producer's first arrival (its seeded draw, as test_producers computes it)
@@ -87,11 +122,10 @@ async def test_a_slow_producer_does_not_hold_the_end(tmp_path: Path) -> None:
         random.Random(config.seed * 1000 + pid).expovariate(rate) for pid in range(config.producers)
     )
     assert first_s > 10 * HANG_GUARD_S  # the wait the run must not sit through
-    started = time.monotonic()
-    summary = await run_async(config)
+    summary = run(config)
     assert summary["produce_requests"] == 0 and summary["read_back_ok"]
-    assert summary["load_s"] < HANG_GUARD_S
-    assert time.monotonic() - started < HANG_GUARD_S  # a hang guard, far below first_s
+    assert summary["load_s"] == 0.5
+    assert summary["wall_s"] < HANG_GUARD_S < first_s
 
 
 # -- interrupting --------------------------------------------------------------------
@@ -212,13 +246,12 @@ def test_the_progress_line_fits_its_width(width: int) -> None:
         assert line.startswith("[") and line.count(".") >= MIN_BAR - 3
 
 
-@pytest.mark.asyncio
-async def test_the_progress_bar_never_wraps_at_80_columns(
+def test_the_progress_bar_never_wraps_at_80_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
-    summary = await run_async(small(tmp_path, trace_path=None, progress=True), out=out)
+    summary = run(small(tmp_path, trace_path=None, progress=True), out=out)
     assert summary["read_back_ok"]
     frames = [f.replace("\x1b[K", "") for f in out.getvalue().split("\r")]
     drawn = [f for f in frames if f]
@@ -230,11 +263,10 @@ async def test_the_progress_bar_never_wraps_at_80_columns(
 # -- the summary -----------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
-async def test_summary_lateness_is_the_traces(tmp_path: Path) -> None:
+def test_summary_lateness_is_the_traces(tmp_path: Path) -> None:
     """The summary's lateness p50/p99/max are the exact figures of the trace's expired
     rows (completed_ms - deadline_ms), which the analytics report reads."""
-    summary = await run_async(small(tmp_path, produce_timeout_ms=20, fetch_max_wait_ms=20))
+    summary = run(small(tmp_path, produce_timeout_ms=20, fetch_max_wait_ms=20))
     rows = pq.read_table(summary["trace_path"]).to_pylist()
     for purgatory in ("produce", "fetch"):
         late = sorted(
@@ -248,22 +280,11 @@ async def test_summary_lateness_is_the_traces(tmp_path: Path) -> None:
         assert summary[f"{purgatory}_lateness_max_ms"] == late[-1]
 
 
-def test_summary_is_grouped_with_units_and_the_trace_path_once(tmp_path: Path) -> None:
-    trace = tmp_path / "t.parquet"
-    result = run_cli(
-        [SIMULATE, "--duration-s", "0.5", "--trace-path", str(trace), "--no-uvloop", *SMALL]
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
-    for title, _ in SUMMARY_GROUPS:
-        assert f"\n{title}\n" in f"\n{out}", title
-    assert out.count(str(trace)) == 1
-    assert _row(out, "cpu_us_per_request")[0] == "cpu_us_per_request"
-    assert " us " in next(line for line in out.splitlines() if "cpu_us_per_request" in line)
-    assert "can exceed acked_records" in " ".join(out.split())
-    text = format_summary({"failed_produces": 3, "read_back_ok": True}, width=60)
+def test_the_summary_table_fits_its_width_with_units() -> None:
+    text = format_summary({"failed_produces": 3, "read_back_ok": True, "cpu_s": None}, width=60)
     assert all(len(line) <= 59 for line in text.splitlines())
     assert "yes" in text and "3 req" in text
+    assert _row(text, "cpu_s") == ["cpu_s", "-"]  # not measured (virtual time)
 
 
 def test_help_says_what_is_seeded() -> None:

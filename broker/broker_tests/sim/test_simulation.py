@@ -1,9 +1,15 @@
-"""The simulation, tiny: every acknowledged record read back, counts add up, trace schema."""
+"""The simulation, tiny: every acknowledged record read back, counts add up, trace schema;
+the process's hooks are put back after a run.
+
+The runs are in virtual time (``virtual_time=True``: the same run every time, as fast
+as the CPU goes); the real-time run is test_robustness's smoke run of the command
+line."""
 
 from __future__ import annotations
 
 import gc
 import importlib.util
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,9 +25,9 @@ from purgatory_broker.sim import (
     SimulationConfig,
     format_summary,
     run,
-    run_async,
 )
 from purgatory_broker.sim.clients import Ack
+from purgatory_broker.sim.readback import ReadBack
 from purgatory_broker.tracing import trace_schema
 
 from purgatory import TopicPartition
@@ -45,15 +51,15 @@ def tiny(tmp_path: Path, **changes: object) -> SimulationConfig:
         "produce_timeout_ms": 300,
         "trace_path": str(tmp_path / "trace.parquet"),
         "data_dir": str(tmp_path / "data"),
+        "virtual_time": True,
     }
     base.update(changes)
     return SimulationConfig(**base)  # type: ignore[arg-type]
 
 
-@pytest.mark.asyncio
-async def test_tiny_run_reads_back_every_acknowledged_record(tmp_path: Path) -> None:
+def test_tiny_run_reads_back_every_acknowledged_record(tmp_path: Path) -> None:
     config = tiny(tmp_path)
-    summary = await run_async(config)
+    summary = run(config)
     assert set(SUMMARY_KEYS) <= set(summary)
     assert summary["read_back_ok"], summary["read_back_problems"]
     assert summary["acked_records"] > 0
@@ -93,10 +99,12 @@ async def test_tiny_run_reads_back_every_acknowledged_record(tmp_path: Path) -> 
     assert "read_back_ok" in format_summary(summary)
 
 
-def test_run_on_its_own_loop_without_trace(tmp_path: Path) -> None:
-    summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None, data_dir=None, uvloop=False))
+def test_run_without_trace_in_a_temporary_directory(tmp_path: Path) -> None:
+    summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None, data_dir=None))
     assert summary["read_back_ok"] and summary["trace_path"] is None
-    assert summary["uvloop"] is False
+    assert summary["uvloop"] is False  # virtual time runs on asyncio's selector loop
+    assert summary["cpu_s"] is None and summary["cpu_us_per_request"] is None
+    assert summary["load_s"] == 0.5
 
 
 def test_survivors_are_frozen_during_the_run_and_handed_back_after(
@@ -112,7 +120,7 @@ def test_survivors_are_frozen_during_the_run_and_handed_back_after(
 
     def observing(
         acks: Sequence[Ack], data_dir: Path, tps: Sequence[TopicPartition], truncated: int
-    ) -> dict[str, Any]:
+    ) -> ReadBack:
         gc.collect(0)  # a young collection: its survivors are frozen right after it
         frozen_during.append(gc.get_freeze_count())
         return original(acks, data_dir, tps, truncated)
@@ -125,6 +133,43 @@ def test_survivors_are_frozen_during_the_run_and_handed_back_after(
     assert gc.callbacks == hooks
 
 
+def test_signal_handlers_are_put_back_after_a_run(tmp_path: Path) -> None:
+    """A run that handles SIGINT and SIGTERM leaves the process's own handlers (and
+    its collector's hooks) as they were, not the defaults."""
+
+    def own(signum: int, frame: object) -> None:
+        raise AssertionError(f"signal {signum} during the test")
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    hooks = list(gc.callbacks)
+    try:
+        for signum in before:
+            signal.signal(signum, own)
+        summary = run(tiny(tmp_path, duration_s=0.5, trace_path=None), handle_signals=True)
+        after = {signum: signal.getsignal(signum) for signum in before}
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert summary["read_back_ok"] and summary["interrupted"] is None
+    assert after == {signal.SIGINT: own, signal.SIGTERM: own}
+    assert gc.callbacks == hooks
+
+
+def test_the_loop_must_keep_the_time_the_config_asks_for(tmp_path: Path) -> None:
+    """run_async refuses a virtual-time config on a real loop, and the reverse."""
+    import asyncio
+
+    from purgatory_broker.sim import run_async
+
+    from purgatory.testing import run_in_virtual_time
+
+    with pytest.raises(ValueError, match="virtual_time needs a VirtualTimeLoop"):
+        asyncio.run(run_async(tiny(tmp_path)))
+    with pytest.raises(ValueError, match="set virtual_time=True"):
+        run_in_virtual_time(run_async(tiny(tmp_path, virtual_time=False)))
+    assert not (tmp_path / "data").exists()
+
+
 def run_damaging_before_read_back(
     tmp_path: Path, damage: Callable[[Path], object], monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Any]:
@@ -135,7 +180,7 @@ def run_damaging_before_read_back(
 
     def damaging(
         acks: Sequence[Ack], data_dir: Path, tps: Sequence[TopicPartition], truncated: int
-    ) -> dict[str, Any]:
+    ) -> ReadBack:
         damage(data_dir / str(tps[0]))
         return original(acks, data_dir, tps, truncated)
 
@@ -217,6 +262,7 @@ def test_cli_help_and_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     trace = tmp_path / "t.parquet"
     code = cli.main(
         [
+            "--virtual-time",
             "--duration",
             "0.5",
             "--quiet",

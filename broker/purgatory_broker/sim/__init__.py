@@ -9,7 +9,11 @@ public APIs of :mod:`purgatory`, :mod:`purgatory_broker.broker` and
 
 * :mod:`.config`: :class:`SimulationConfig`, every setting once, with its help;
 * :mod:`.clients`: producers and consumers;
-* :mod:`.simulation`: the run: the broker, followers, scenario; :func:`run`;
+* :mod:`.simulation`: the run, in phases: the broker, followers, scenario; its
+  clock (real time, or virtual with ``virtual_time``); :func:`run`;
+* :mod:`.result`: what each phase found, and the flat summary made from it;
+* :mod:`.hooks`: the process-wide hooks of a run (the collector's, the signals'),
+  each put back when it ends;
 * :mod:`.summary`: the figures and their grouped table;
 * :mod:`.progress`: the progress line, fitted to the terminal;
 * :mod:`.paths`: the output paths, checked before the run;

@@ -44,6 +44,14 @@ Nothing queues up: a request that is late is simply sent late, so the achieved
 rate is what the broker sustains, and :attr:`Producer.behind_s` says how far
 behind schedule the producer was when it stopped.
 
+Time. Arrival times are in seconds of the running loop's clock (``loop.time()``),
+which its timers count in too: real time on asyncio's loop and on uvloop (whose
+clock counts whole milliseconds), virtual time on
+:class:`purgatory.testing.VirtualTimeLoop`, where sending takes no time and the
+sender is never behind. Each batch carries a timestamp, as a Kafka producer's
+records do (CreateTime): the wall clock by default (:func:`wall_clock_ms`), the
+run's clock in virtual time, so that the logs written are the same every time.
+
 Memory. Requests still waiting for their answer are kept with their operation
 (at most ``produce_timeout_ms`` worth of them); once answered, a request is kept
 as a small :class:`Ack` (offsets and error code, no values, no operation), in the
@@ -86,6 +94,7 @@ __all__ = [
     "record_values",
     "run_producers",
     "send_due",
+    "wall_clock_ms",
 ]
 
 #: a consumer's wait after a fetch in which a partition errored
@@ -100,6 +109,12 @@ _next_arrival = attrgetter("next_s")
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD_BYTES = 12
+
+
+def wall_clock_ms() -> int:
+    """The system's wall clock in milliseconds since the epoch: a Kafka producer's
+    record timestamps (CreateTime). O(1)."""
+    return time.time_ns() // 1_000_000
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -145,8 +160,11 @@ class Producer:
         config: SimulationConfig,
         producer_id: int,
         partitions: Sequence[TopicPartition],
+        *,
+        timestamp_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.broker = broker
+        self.timestamp_ms = timestamp_ms  # stamps each batch (Kafka's CreateTime)
         self.config = config
         self.producer_id = producer_id
         self.partitions = partitions
@@ -158,10 +176,10 @@ class Producer:
         self.behind_s = 0.0  # how far behind schedule it was when it stopped
         self._rng = random.Random(config.seed * 1000 + producer_id)
         self._rate = config.produce_rate / config.producers
-        self.next_s = 0.0  # when its next request is due (time.monotonic())
+        self.next_s = 0.0  # when its next request is due (the loop's time, seconds)
 
     def start(self, start_s: float) -> None:
-        """Schedule the first arrival after ``start_s`` (``time.monotonic()``). O(1)."""
+        """Schedule the first arrival after ``start_s`` (the loop's time). O(1)."""
         self.next_s = start_s + self._rng.expovariate(self._rate)
 
     def send(self) -> None:
@@ -173,7 +191,8 @@ class Producer:
         seq = self.sent
         tp = tps[rng.randrange(len(tps))]
         batch = build_batch(
-            record_values(self.producer_id, seq, cfg.records_per_batch, cfg.record_bytes)
+            record_values(self.producer_id, seq, cfg.records_per_batch, cfg.record_bytes),
+            base_timestamp_ms=self.timestamp_ms(),
         )
         in_flight = self.in_flight
         in_flight.append(
@@ -218,7 +237,7 @@ class Producer:
 
 
 def send_due(producers: Sequence[Producer], now_s: float, limit: int) -> int:
-    """Send the requests that have arrived by ``now_s`` (``time.monotonic()``), in
+    """Send the requests that have arrived by ``now_s`` (the loop's time), in
     arrival order over all producers, at most ``limit``; how many were sent.
     O(producers) per request."""
     sent = 0
@@ -237,7 +256,7 @@ async def run_producers(
     stopping: Callable[[], bool],
     linger_s: float = 0.0,
 ) -> int:
-    """Drive every producer from ``start_s`` (``time.monotonic()``) until
+    """Drive every producer from ``start_s`` (the running loop's ``loop.time()``) until
     ``stopping()``, or until cancelled: it is cancelled only while it waits, never
     inside a request. See the module doc ("One sender for all producers").
 
@@ -250,8 +269,8 @@ async def run_producers(
     """
     if linger_s < 0:
         raise ValueError(f"linger_s must be >= 0, not {linger_s}")
-    monotonic = time.monotonic
     loop = asyncio.get_running_loop()
+    now = loop.time  # the clock call_later counts in: virtual on a virtual loop
     create_future, call_later = loop.create_future, loop.call_later
     wakeups = 0
     for producer in producers:
@@ -259,7 +278,7 @@ async def run_producers(
     try:
         while not stopping():
             earliest = min(producers, key=_next_arrival)
-            delay = earliest.next_s + linger_s - monotonic()
+            delay = earliest.next_s + linger_s - now()
             if delay <= 0:  # behind: yield all the same, once per request (module doc)
                 await asyncio.sleep(0)
                 if stopping():
@@ -276,13 +295,13 @@ async def run_producers(
             wakeups += 1
             if stopping():
                 break
-            due_s = monotonic()
+            due_s = now()
             while send_due(producers, due_s, SEND_CHUNK) == SEND_CHUNK:
                 await asyncio.sleep(0)  # more are due: let the loop breathe first
                 if stopping():
                     break
     finally:  # stopped, or cancelled while it waited
-        now_s = monotonic()
+        now_s = now()
         for producer in producers:
             producer.stop(now_s)
     return wakeups

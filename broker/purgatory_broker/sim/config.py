@@ -35,7 +35,7 @@ class SimulationConfig:
     """Every setting of the simulation; see the module doc."""
 
     seed: int = setting(1, "random seed for arrivals and partition choice")
-    duration_s: float = setting(20.0, "seconds of load (real time)")
+    duration_s: float = setting(20.0, "seconds of load (real time, unless virtual_time)")
     partitions: int = setting(4, "partitions of topic 'sim'")
     followers: int = setting(2, "simulated followers per partition")
     min_insync_replicas: int = setting(2, "Kafka's min.insync.replicas")
@@ -87,6 +87,13 @@ class SimulationConfig:
         "(Kafka's flush.ms; None: never)",
     )
     uvloop: bool = setting(True, "run on uvloop when it is installed")
+    virtual_time: bool = setting(
+        False,
+        "run in virtual time (purgatory.testing.VirtualTimeLoop; uvloop is not used): "
+        "the clock jumps to the next timer whenever the loop is idle, so the run is "
+        "determined by its settings and seed and takes the CPU time it needs; CPU "
+        "figures are not measured",
+    )
     data_dir: str | None = setting(
         None,
         "directory for the partition logs (must be empty; None: a temporary "

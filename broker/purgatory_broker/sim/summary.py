@@ -52,8 +52,13 @@ SUMMARY_GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         "Throughput",
         (
             ("load_s", "s", "time the producers ran (the duration, or less if interrupted)"),
-            ("wall_s", "s", "the whole run: load, drain, the last rounds of the clients"),
-            ("cpu_s", "s", "CPU time of the process over wall_s"),
+            (
+                "wall_s",
+                "s",
+                "the whole run: load, drain, the last rounds of the clients (virtual "
+                "seconds in virtual time)",
+            ),
+            ("cpu_s", "s", "CPU time of the process over wall_s (not measured in virtual time)"),
             ("uvloop", "", "ran on uvloop"),
             ("offered_produce_rate", "req/s", "--produce-rate: the schedule's rate"),
             ("achieved_produce_rate", "req/s", "produce requests sent / load_s"),
@@ -137,12 +142,17 @@ SUMMARY_GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 SUMMARY_KEYS = tuple(key for _, rows in SUMMARY_GROUPS for key, _, _ in rows)
 
 
+def _per_s(count: int, wall_s: float) -> float:
+    """``count`` per second of ``wall_s`` (0 if the run took no time). O(1)."""
+    return round(count / wall_s, 1) if wall_s > 0 else 0.0
+
+
 def summarize(
     broker: Broker,
     writer: TraceWriter,
     *,
     wall_s: float,
-    cpu_s: float,
+    cpu_s: float | None,
     uvloop: bool,
     produce: PurgatoryStatistics,
     fetch: PurgatoryStatistics,
@@ -150,7 +160,9 @@ def summarize(
     consumed_records: int,
 ) -> dict[str, Any]:
     """The summary's figures from the run's broker and trace (see the module doc); the
-    load, drain and read-back keys are the caller's. O(rows log rows) over the trace."""
+    load, drain and read-back keys are the caller's. ``cpu_s`` None: not measured (a
+    run in virtual time), and so is ``cpu_us_per_request``. O(rows log rows) over the
+    trace."""
     counters = broker.counters
     requests = counters.produce_requests + counters.fetch_requests
     latencies: dict[str, list[int]] = defaultdict(list)
@@ -162,14 +174,14 @@ def summarize(
             lateness[row.purgatory].append(row.completed_ms - row.deadline_ms)
     summary: dict[str, Any] = {
         "wall_s": round(wall_s, 2),
-        "cpu_s": round(cpu_s, 2),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 2),
         "uvloop": uvloop,
         "produce_requests": counters.produce_requests,
         "fetch_requests": counters.fetch_requests,
-        "requests_per_s": round(requests / wall_s, 1),
+        "requests_per_s": _per_s(requests, wall_s),
         "delayed_ops": len(writer),
-        "delayed_ops_per_s": round(len(writer) / wall_s, 1),
-        "cpu_us_per_request": round(cpu_s / max(1, requests) * 1e6, 1),
+        "delayed_ops_per_s": _per_s(len(writer), wall_s),
+        "cpu_us_per_request": None if cpu_s is None else round(cpu_s / max(1, requests) * 1e6, 1),
     }
     for name, stats in (("produce", produce), ("fetch", fetch)):
         summary[f"{name}_completed"] = stats.completed_early
