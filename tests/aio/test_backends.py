@@ -45,6 +45,7 @@ from purgatory import (
     TopicPartition,
 )
 from purgatory.aio.backends import running_loop
+from purgatory.testing import ManualClock
 
 from ..purgatory_kit import MockOp
 
@@ -636,18 +637,52 @@ async def test_entering_twice_is_refused_and_the_timer_restarts() -> None:
     assert len(timer) == 1
 
 
-async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
+async def advance_clock_by_hand(
+    timer: SystemTimer, clock: ManualClock, timeout_ms: int, move_ms: int
+) -> bool:
+    """``timer.advance_clock(timeout_ms)`` on a manual clock: the call must still be
+    asleep once every task is blocked, and returns once the test moves the clock
+    ``move_ms`` (its sleeper re-reads the clock when its real wake-up comes)."""
+    got: list[bool] = []
+
+    async def call() -> None:
+        got.append(await timer.advance_clock(timeout_ms))
+
+    with anyio.fail_after(60):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            assert got == [], "advance_clock returned before its clock moved"
+            clock.advance(move_ms)
+    return got[0]
+
+
+@pytest.mark.parametrize(
+    ("stall_ms", "buckets_ms"),
+    [
+        (0, (18, 24, 26)),  # due at 26: on the third wheel (9 ms buckets), then 3, then 1
+        (30, (54, 56)),  # due at 56: on the fourth (27 ms buckets), then the finest
+    ],
+)
+async def test_advance_clock_waits_for_the_next_bucket_then_processes(
+    tiny_timer: SystemTimer, clock: ManualClock, stall_ms: int, buckets_ms: tuple[int, ...]
+) -> None:
+    # A manual clock: on the loop's clock a stall before an add files the task on
+    # another wheel, and then it takes another cascade (a failure seen under load).
+    # The wheel (tick 1 ms, size 3) stays where it was made, at 0, until a bucket
+    # expires: that, and the clock at the add, decide the task's wheel.
+    timer = tiny_timer
     out: list[tuple[int, int]] = []
-    timer = SystemTimer("manual")  # no reaper: advance_clock drives it
     assert await timer.advance_clock(0) is False
-    assert await timer.advance_clock(5) is False
-    timer.add(Stamp(3_600_000, timer, out))  # an hour away: no stall of the loop reaches it
-    assert await timer.advance_clock(1) is False
-    timer.add(Stamp(300, timer, out))  # the earliest bucket now
-    assert await timer.advance_clock(2_000) is True  # an overflow bucket cascades it
-    if not out:
-        assert await timer.advance_clock(2_000) is True
-    assert len(out) == 1 and out[0][1] >= out[0][0] and len(timer) == 1
+    assert await advance_clock_by_hand(timer, clock, 5, 5) is False  # nothing: waits 5 ms
+    timer.add(Stamp(3_600_000, timer, out))  # an hour away
+    assert await advance_clock_by_hand(timer, clock, 1, 1) is False
+    clock.advance(stall_ms)
+    timer.add(Stamp(20, timer, out))  # the earliest bucket now
+    for bucket_ms in buckets_ms:  # its bucket on each wheel down to the finest
+        assert timer.next_expiration_ms() == bucket_ms and out == []
+        assert await advance_clock_by_hand(timer, clock, 2_000, bucket_ms - clock.now_ms())
+    assert out == [(buckets_ms[-1], buckets_ms[-1])] and len(timer) == 1  # on time, once
     with pytest.raises(ValueError, match="timeout_ms"):
         await timer.advance_clock(-1)
 
