@@ -331,7 +331,7 @@ async def test_shutdown_reaches_a_client_whose_last_bytes_were_not_read_yet() ->
             await server.close()
 
 
-# -- the command line's bad input: argparse's error, no traceback, nothing left -----------
+# -- the command line's bad input: one error line, no traceback, nothing left ------------
 
 
 def _run_refused(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -360,8 +360,8 @@ def test_a_refused_option_is_an_error_line_and_status_2(
     tmp_path: Path, args: list[str], mentions: str
 ) -> None:
     result = _run_refused(tmp_path, *args)
-    line = error_line(result, status=2, mentions=mentions)
-    assert line.startswith("idle_server.py: error: ")
+    line = error_line(result, status=2, mentions=mentions, usage=False)  # one line only
+    assert line.startswith("idle_server.py: error: ") and line.endswith(" (see --help)")
     assert result.stdout == ""  # refused before anything ran
 
 
