@@ -141,7 +141,7 @@ async def test_each_backend_is_the_one_it_claims(anyio_backend: object) -> None:
 
 async def test_expiry_and_early_completion() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
-        early, late = MockOp(10_000, "early"), MockOp(20, "late")
+        early, late = MockOp(600_000, "early"), MockOp(20, "late")  # no stall reaches 600 s
         # read before the operations are timed: the timer's clock may move between
         # their add and a later read (uvloop's time is refreshed by every read)
         start_ms = p.timer.clock.now_ms()
@@ -243,7 +243,7 @@ async def test_exactly_once_under_concurrent_completers() -> None:
 
 async def test_cancelling_an_awaiter_cancels_only_that_wait() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
-        op = MockOp(10_000, "op")
+        op = MockOp(600_000, "op")  # no stall of the machine reaches it
         p.try_complete_else_watch(op, ["k"])
         got: list[object] = []
         async with anyio.create_task_group() as tg:
@@ -478,7 +478,7 @@ async def test_a_base_exception_from_a_callback_never_kills_the_reaper(
                 p.timer.add(RaisesOnRun(5 + i, error))
             after = MockOp(60, "after")
             p.try_complete_else_watch(after, ["k"])
-            with anyio.fail_after(10):
+            with anyio.fail_after(60):  # a hang guard
                 assert await after == "after:expired"
             assert running_reapers("p") == 1
     assert running_reapers("p") == 0
@@ -607,21 +607,25 @@ async def test_buckets_emptied_by_cancels_do_not_wake_the_reaper_each() -> None:
         assert timer.reaper_wakeups - before <= 2
         again = Stamp(60, timer, out)  # into a dropped bucket's slot: offered again
         timer.add(again)
-        await wait_for_len(out, 1, limit_s=5)
+        await wait_for_len(out, 1)
         assert out[0][1] >= out[0][0] and len(timer) == 0
 
 
-async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper() -> None:
+async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper(
+    clock: ManualClock,
+) -> None:
+    # the timer on a manual clock, the reaper on the real loop: it sleeps the time the
+    # clock has left to go (an hour, unless woken), then re-reads the clock
     out: list[tuple[int, int]] = []
-    async with SystemTimer("wake") as timer:
-        timer.add(Stamp(10_000, timer, out))
-        await anyio.sleep(0.02)  # the reaper now sleeps for ~10 s
-        timer.add(Stamp(5, timer, out))
-        await wait_for_len(out, 1, limit_s=5)
-        timer.add(Stamp(-1, timer, out))  # due at once
-        await wait_for_len(out, 2, limit_s=5)
-        assert all(ran >= due for due, ran in out)
-        assert len(timer) == 1
+    async with SystemTimer("wake", clock=clock) as timer:
+        timer.add(Stamp(3_600_000, timer, out))
+        await anyio.wait_all_tasks_blocked()  # the reaper now sleeps for an hour
+        timer.add(Stamp(5, timer, out))  # an earlier bucket: the wake moves to 5 ms
+        clock.advance(5)
+        await wait_for_len(out, 1)  # a hang guard: unwoken, the reaper sleeps an hour
+        timer.add(Stamp(-1, timer, out))  # due at once (the reaper sleeps for the hour)
+        await wait_for_len(out, 2)
+        assert out == [(5, 5), (4, 5)] and len(timer) == 1  # never early, each once
 
 
 async def test_entering_twice_is_refused_and_the_timer_restarts() -> None:
