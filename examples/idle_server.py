@@ -316,8 +316,21 @@ async def serve(
             loop.remove_signal_handler(signum)
 
 
+def _one_line(parser: argparse.ArgumentParser, status: int, message: str) -> NoReturn:
+    """Exit with ``status`` after one line on stderr, ``PROG: error: WHAT``."""
+    parser.exit(status, f"{parser.prog}: error: {' '.join(message.split())}\n")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of an option is one line and status 2, like
+    every command line of the project (argparse prints its usage block above it)."""
+
+    def error(self, message: str) -> NoReturn:
+        _one_line(self, 2, f"{message} (see --help)")
+
+
 def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse (argparse's usage error, status 2) a value its type lets through."""
+    """Refuse (a usage error, status 2) a value its type lets through."""
     if not 0 <= args.port <= 65535:
         parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
     for option, value in (("--timeout-ms", args.timeout_ms), ("--tick-ms", args.tick_ms)):
@@ -334,13 +347,8 @@ def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             parser.error(f"argument {option}: must be {wanted} (seconds), not {value}")
 
 
-def _fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    """A failure at run time: one line on stderr, exit status 1."""
-    parser.exit(1, f"{parser.prog}: error: {' '.join(message.split())}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Exit status: 0 after a clean shutdown, 1 if it cannot listen (port in use, "
@@ -386,14 +394,14 @@ def main(argv: list[str] | None = None) -> int:
                 import uvloop
             except ImportError:
                 coro.close()
-                _fail(parser, "--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
+                _one_line(parser, 1, "--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
             print("event loop: uvloop", flush=True)
             uvloop.run(coro)
         else:
             print("event loop: asyncio", flush=True)
             asyncio.run(coro)
     except CannotListenError as exc:
-        _fail(parser, str(exc))
+        _one_line(parser, 1, str(exc))  # a failure at run time
     except KeyboardInterrupt:  # before the signal handlers were set, or after
         sys.exit(130)  # no traceback, the shell's status for SIGINT
     return 0

@@ -45,6 +45,7 @@ from purgatory import (
     TopicPartition,
 )
 from purgatory.aio.backends import running_loop
+from purgatory.testing import ManualClock
 
 from ..purgatory_kit import MockOp
 
@@ -140,7 +141,7 @@ async def test_each_backend_is_the_one_it_claims(anyio_backend: object) -> None:
 
 async def test_expiry_and_early_completion() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
-        early, late = MockOp(10_000, "early"), MockOp(20, "late")
+        early, late = MockOp(600_000, "early"), MockOp(20, "late")  # no stall reaches 600 s
         # read before the operations are timed: the timer's clock may move between
         # their add and a later read (uvloop's time is refreshed by every read)
         start_ms = p.timer.clock.now_ms()
@@ -242,7 +243,7 @@ async def test_exactly_once_under_concurrent_completers() -> None:
 
 async def test_cancelling_an_awaiter_cancels_only_that_wait() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
-        op = MockOp(10_000, "op")
+        op = MockOp(600_000, "op")  # no stall of the machine reaches it
         p.try_complete_else_watch(op, ["k"])
         got: list[object] = []
         async with anyio.create_task_group() as tg:
@@ -477,7 +478,7 @@ async def test_a_base_exception_from_a_callback_never_kills_the_reaper(
                 p.timer.add(RaisesOnRun(5 + i, error))
             after = MockOp(60, "after")
             p.try_complete_else_watch(after, ["k"])
-            with anyio.fail_after(10):
+            with anyio.fail_after(60):  # a hang guard
                 assert await after == "after:expired"
             assert running_reapers("p") == 1
     assert running_reapers("p") == 0
@@ -606,21 +607,25 @@ async def test_buckets_emptied_by_cancels_do_not_wake_the_reaper_each() -> None:
         assert timer.reaper_wakeups - before <= 2
         again = Stamp(60, timer, out)  # into a dropped bucket's slot: offered again
         timer.add(again)
-        await wait_for_len(out, 1, limit_s=5)
+        await wait_for_len(out, 1)
         assert out[0][1] >= out[0][0] and len(timer) == 0
 
 
-async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper() -> None:
+async def test_an_earlier_bucket_and_a_due_task_wake_the_sleeping_reaper(
+    clock: ManualClock,
+) -> None:
+    # the timer on a manual clock, the reaper on the real loop: it sleeps the time the
+    # clock has left to go (an hour, unless woken), then re-reads the clock
     out: list[tuple[int, int]] = []
-    async with SystemTimer("wake") as timer:
-        timer.add(Stamp(10_000, timer, out))
-        await anyio.sleep(0.02)  # the reaper now sleeps for ~10 s
-        timer.add(Stamp(5, timer, out))
-        await wait_for_len(out, 1, limit_s=5)
-        timer.add(Stamp(-1, timer, out))  # due at once
-        await wait_for_len(out, 2, limit_s=5)
-        assert all(ran >= due for due, ran in out)
-        assert len(timer) == 1
+    async with SystemTimer("wake", clock=clock) as timer:
+        timer.add(Stamp(3_600_000, timer, out))
+        await anyio.wait_all_tasks_blocked()  # the reaper now sleeps for an hour
+        timer.add(Stamp(5, timer, out))  # an earlier bucket: the wake moves to 5 ms
+        clock.advance(5)
+        await wait_for_len(out, 1)  # a hang guard: unwoken, the reaper sleeps an hour
+        timer.add(Stamp(-1, timer, out))  # due at once (the reaper sleeps for the hour)
+        await wait_for_len(out, 2)
+        assert out == [(5, 5), (4, 5)] and len(timer) == 1  # never early, each once
 
 
 async def test_entering_twice_is_refused_and_the_timer_restarts() -> None:
@@ -636,18 +641,52 @@ async def test_entering_twice_is_refused_and_the_timer_restarts() -> None:
     assert len(timer) == 1
 
 
-async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
+async def advance_clock_by_hand(
+    timer: SystemTimer, clock: ManualClock, timeout_ms: int, move_ms: int
+) -> bool:
+    """``timer.advance_clock(timeout_ms)`` on a manual clock: the call must still be
+    asleep once every task is blocked, and returns once the test moves the clock
+    ``move_ms`` (its sleeper re-reads the clock when its real wake-up comes)."""
+    got: list[bool] = []
+
+    async def call() -> None:
+        got.append(await timer.advance_clock(timeout_ms))
+
+    with anyio.fail_after(60):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            assert got == [], "advance_clock returned before its clock moved"
+            clock.advance(move_ms)
+    return got[0]
+
+
+@pytest.mark.parametrize(
+    ("stall_ms", "buckets_ms"),
+    [
+        (0, (18, 24, 26)),  # due at 26: on the third wheel (9 ms buckets), then 3, then 1
+        (30, (54, 56)),  # due at 56: on the fourth (27 ms buckets), then the finest
+    ],
+)
+async def test_advance_clock_waits_for_the_next_bucket_then_processes(
+    tiny_timer: SystemTimer, clock: ManualClock, stall_ms: int, buckets_ms: tuple[int, ...]
+) -> None:
+    # A manual clock: on the loop's clock a stall before an add files the task on
+    # another wheel, and then it takes another cascade (a failure seen under load).
+    # The wheel (tick 1 ms, size 3) stays where it was made, at 0, until a bucket
+    # expires: that, and the clock at the add, decide the task's wheel.
+    timer = tiny_timer
     out: list[tuple[int, int]] = []
-    timer = SystemTimer("manual")  # no reaper: advance_clock drives it
     assert await timer.advance_clock(0) is False
-    assert await timer.advance_clock(5) is False
-    timer.add(Stamp(3_600_000, timer, out))  # an hour away: no stall of the loop reaches it
-    assert await timer.advance_clock(1) is False
-    timer.add(Stamp(300, timer, out))  # the earliest bucket now
-    assert await timer.advance_clock(2_000) is True  # an overflow bucket cascades it
-    if not out:
-        assert await timer.advance_clock(2_000) is True
-    assert len(out) == 1 and out[0][1] >= out[0][0] and len(timer) == 1
+    assert await advance_clock_by_hand(timer, clock, 5, 5) is False  # nothing: waits 5 ms
+    timer.add(Stamp(3_600_000, timer, out))  # an hour away
+    assert await advance_clock_by_hand(timer, clock, 1, 1) is False
+    clock.advance(stall_ms)
+    timer.add(Stamp(20, timer, out))  # the earliest bucket now
+    for bucket_ms in buckets_ms:  # its bucket on each wheel down to the finest
+        assert timer.next_expiration_ms() == bucket_ms and out == []
+        assert await advance_clock_by_hand(timer, clock, 2_000, bucket_ms - clock.now_ms())
+    assert out == [(buckets_ms[-1], buckets_ms[-1])] and len(timer) == 1  # on time, once
     with pytest.raises(ValueError, match="timeout_ms"):
         await timer.advance_clock(-1)
 

@@ -16,7 +16,7 @@ from ..purgatory_kit import MockOp, await_outcome
 @pytest.mark.asyncio
 async def test_await_gives_on_complete_value_early_and_on_expiry() -> None:
     async with DelayedOperationPurgatory[MockOp]("p") as p:
-        early, late = MockOp(10_000, "early"), MockOp(20, "late")
+        early, late = MockOp(600_000, "early"), MockOp(20, "late")  # no stall reaches 600 s
         p.try_complete_else_watch(early, ["k"])
         p.try_complete_else_watch(late, ["k"])
 

@@ -19,6 +19,7 @@ import pytest
 
 from purgatory import SystemTimer, TimerTask
 from purgatory.aio.backends.asyncio_backend import AsyncioSleeper
+from purgatory.testing import ManualClock
 
 
 class Stamp(TimerTask):
@@ -90,28 +91,6 @@ async def test_reaper_sleeps_when_idle_and_wakes_per_bucket_not_per_task() -> No
 
 
 @pytest.mark.asyncio
-async def test_an_earlier_bucket_wakes_the_sleeping_reaper() -> None:
-    out: list[tuple[int, int]] = []
-    async with SystemTimer("wake") as timer:
-        schedule(timer, 10_000, out)
-        await asyncio.sleep(0.02)  # the reaper now sleeps for ~10 s
-        schedule(timer, 5, out)
-        await wait_for_len(out, 1, limit_s=5)
-        assert out[0][1] - out[0][0] >= 0
-        assert len(timer) == 1
-
-
-@pytest.mark.asyncio
-async def test_due_tasks_added_while_sleeping_run_promptly() -> None:
-    out: list[tuple[int, int]] = []
-    async with SystemTimer("due") as timer:
-        schedule(timer, 60_000, out)
-        await asyncio.sleep(0.01)
-        schedule(timer, -1, out)
-        await wait_for_len(out, 1, limit_s=5)
-
-
-@pytest.mark.asyncio
 async def test_a_failing_task_goes_to_the_handler_and_the_reaper_goes_on() -> None:
     loop = asyncio.get_running_loop()
     seen: list[dict[str, Any]] = []
@@ -157,43 +136,22 @@ async def test_advance_clock_sleeps_again_when_woken_before_the_bucket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # uvloop arms a timer from the loop time cached when the iteration began, so under
-    # load its timer can fire before the time asked for by the timer's clock: the first
-    # sleep here ends at once, and advance_clock must sleep again, not give up
+    # load its timer can fire before the time asked for by the timer's clock: here the
+    # first sleep ends at once, and advance_clock must sleep again, not give up. The
+    # clock is manual and the second sleep moves it to its target: no real wait
+    clock = ManualClock(start_ms=0)
     out: list[tuple[int, int]] = []
-    timer = SystemTimer("manual")
+    timer = SystemTimer("manual", clock=clock)
     schedule(timer, 10, out)  # within the finest wheel (20 ms): one expiry runs it
-    real_sleep = AsyncioSleeper.sleep
     targets: list[int | None] = []
 
-    async def early_once(
+    async def early_then_on_time(
         self: AsyncioSleeper, target_ms: int | None, limit_ms: int | None = None
     ) -> None:
         targets.append(target_ms)
-        if len(targets) > 1:
-            await real_sleep(self, target_ms, limit_ms)
+        if len(targets) > 1 and target_ms is not None:
+            clock.advance(target_ms - clock.now_ms())
 
-    monkeypatch.setattr(AsyncioSleeper, "sleep", early_once)
+    monkeypatch.setattr(AsyncioSleeper, "sleep", early_then_on_time)
     assert await timer.advance_clock(2_000) is True
-    assert len(targets) >= 2
-    assert len(out) == 1 and out[0][1] >= out[0][0]
-
-
-@pytest.mark.asyncio
-async def test_advance_clock_waits_for_the_next_bucket_then_processes() -> None:
-    out: list[tuple[int, int]] = []
-    timer = SystemTimer("manual")  # no reaper: advance_clock drives it
-    assert await timer.advance_clock(0) is False
-    assert await timer.advance_clock(5) is False  # nothing scheduled: waits, finds nothing
-    far = schedule(timer, 3_600_000, out)  # an hour away: no stall of the loop reaches it
-    assert await timer.advance_clock(1) is False  # not yet
-    # 300 ms is beyond the finest wheel (20 ms): the bucket to expire is an overflow
-    # bucket, flushed through reinsert; the earliest bucket, so waited for first
-    schedule(timer, 300, out)
-    assert await timer.advance_clock(2_000) is True
-    if not out:
-        assert len(timer) == 2
-        assert await timer.advance_clock(2_000) is True
-    assert len(out) == 1 and out[0][1] >= out[0][0]
-    assert len(timer) == 1 and far.due_ms not in [due for due, _ in out]
-    with pytest.raises(ValueError, match="timeout_ms"):
-        await timer.advance_clock(-1)
+    assert targets == [10, 10] and out == [(10, 10)] and len(timer) == 0

@@ -78,7 +78,7 @@ async def test_without_handler_cancellation_a_disconnect_is_not_seen() -> None:
         await site.start()
         port = int(runner.addresses[0][1])
         poll = await kit.RawPoll.open(port, "/watch/a?timeout_ms=300")
-        await kit.wait_until(lambda: service.purgatory.num_delayed == 1, "the poll waits")
+        await kit.wait_until(lambda: kit.waited(service) == 1, "the poll waits")
         poll.abort()
         await kit.wait_until(lambda: service.purgatory.statistics().expired == 1, "expired")
         assert service.gone == 0 and service.purgatory.statistics().cancelled == 0

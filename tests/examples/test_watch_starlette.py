@@ -97,7 +97,7 @@ async def test_uvicorn_alone_waits_for_the_polls_before_the_lifespan_ends() -> N
     task, port = await run(plain)
     try:
         poll = await kit.RawPoll.open(port, "/watch/a?timeout_ms=500")
-        await kit.wait_until(lambda: service.purgatory.num_delayed == 1, "the poll waits")
+        await kit.wait_until(lambda: kit.waited(service) == 1, "the poll waits")
         plain.should_exit = True
         async with asyncio.timeout(kit.GUARD_S):
             assert await poll.answer() == (304, b"")  # its timeout, not the shutdown

@@ -106,6 +106,13 @@ def pending(served: Served) -> int:
     return served.service.purgatory.num_delayed
 
 
+def waited(service: WatchService) -> int:
+    """Polls waiting now or expired: a short poll (``timeout_ms`` of a few hundred) may
+    expire, on a stalled machine, before a test sees it wait; either way it waited."""
+    stats = service.purgatory.statistics()
+    return stats.num_delayed + stats.expired
+
+
 # -- the checks ----------------------------------------------------------------------
 
 

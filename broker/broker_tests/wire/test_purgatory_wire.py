@@ -38,11 +38,12 @@ async def connect(wire: KafkaWireBroker) -> RawClient:
 async def wait_until_parked(wire: KafkaWireBroker, consumer_fetches: int) -> None:
     """Until the fetch purgatory holds ``consumer_fetches`` more than the followers' polls."""
     followers = wire.config.followers * wire.config.partitions
-    for _ in range(500):
-        if wire.broker.fetch_purgatory.num_delayed >= followers + consumer_fetches:
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError("the fetch never parked in the purgatory")
+    try:
+        async with asyncio.timeout(HANG_GUARD_S):
+            while wire.broker.fetch_purgatory.num_delayed < followers + consumer_fetches:
+                await asyncio.sleep(0.002)
+    except TimeoutError:
+        raise AssertionError("the fetch never parked in the purgatory") from None
 
 
 @pytest.mark.asyncio
