@@ -16,7 +16,8 @@ except those under ``if TYPE_CHECKING:`` (they never run).
   (``purgatory_broker.tracing``), never on the simulation, the wire broker or
   the pipeline;
 * the trace schema imports nothing of the package, so a reader of traces needs no
-  broker; nor does the command-line kit (``purgatory_broker.cli``);
+  broker; nor do the command-line kit (``purgatory_broker.cli``) and the owners of
+  process-wide state (``purgatory_broker.process``);
 * the simulation (``purgatory_broker.sim``) is an application over public APIs:
   the broker (the package, not its modules), the trace schema and the kit;
 * the pipeline (``purgatory_broker.analytics``) takes from the broker only its
@@ -125,9 +126,10 @@ def test_the_broker_builds_on_the_library_and_the_trace_schema(name: str) -> Non
     assert _outside(name) <= allowed, f"{name} imports {_outside(name) - allowed}"
 
 
-def test_the_trace_schema_and_the_command_line_kit_import_nothing_of_the_package() -> None:
+def test_the_trace_schema_and_the_command_line_kits_import_nothing_of_the_package() -> None:
     assert _internal("purgatory_broker.tracing") == set()
     assert _internal("purgatory_broker.cli") == set()
+    assert _internal("purgatory_broker.process") == set()
 
 
 @pytest.mark.parametrize("name", sorted(m for m in GRAPH if _part(m) == "purgatory_broker.sim"))

@@ -35,7 +35,7 @@ GROUPS = {
 @pytest.mark.parametrize("options", [LIMITS, GROUPS], ids=["limits", "groups"])
 def test_options_reach_the_config(options: dict[str, tuple[str, int]]) -> None:
     argv = [arg for option, (_, v) in options.items() for arg in (option, str(v))]
-    config, _ = parse_args(argv)
+    config = parse_args(argv).config
     for field, value in options.values():
         assert getattr(config, field) == value, field
 

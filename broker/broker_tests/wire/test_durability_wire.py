@@ -117,7 +117,7 @@ def test_sigkill_after_acks_all_loses_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_flush_options_reach_every_partition_log() -> None:
-    config, _ = parse_args(["--port", "0", "--flush-messages", "3", "--flush-ms", "250"])
+    config = parse_args(["--port", "0", "--flush-messages", "3", "--flush-ms", "250"]).config
     assert (config.flush_messages, config.flush_ms) == (3, 250)
     async with KafkaWireBroker(config) as wb:
         wb.handler.topic("flushed")

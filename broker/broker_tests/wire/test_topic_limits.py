@@ -124,14 +124,37 @@ def test_the_command_line_fits_the_cap_to_the_open_file_limit(
 ) -> None:
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = before[1]
     log = logging.getLogger("test-limits")
-    try:
-        assert fit_descriptor_limit(10, log) == 10  # fits already: nothing to say
-        assert not warnings_about(caplog, "open-file limit")
-        if hard != resource.RLIM_INFINITY:  # no hard limit fits this cap: raised, cap lowered
-            assert fit_descriptor_limit(hard, log) == hard * 3 // 4 // 3
+    with fit_descriptor_limit(10, log) as cap:
+        assert cap == 10  # fits already: nothing to say
+    assert not warnings_about(caplog, "open-file limit")
+    if hard != resource.RLIM_INFINITY:  # no hard limit fits this cap: raised, cap lowered
+        with fit_descriptor_limit(hard, log) as cap:
+            assert cap == hard * 3 // 4 // 3
             assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
-            assert len(warnings_about(caplog, "open-file limit")) == 1
+        assert len(warnings_about(caplog, "open-file limit")) == 1
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == before  # put back
+
+
+def test_a_limit_raised_as_far_as_the_cap_needs_keeps_the_cap(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """2000 partitions and the connections need 7024 descriptors: once the soft
+    limit is raised that far, the cap stands (it was lowered to 1756, as if the
+    limit had stayed short)."""
+    import resource
+
+    soft, hard = before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 7024:
+        pytest.skip(f"the hard open-file limit ({hard}) cannot reach 7024")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
+    try:
+        with fit_descriptor_limit(2000, logging.getLogger("test-limits")) as cap:
+            assert cap == 2000
+            assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 7024
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == min(soft, 1024)
+        assert not warnings_about(caplog, "open-file limit")
     finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)

@@ -11,9 +11,8 @@ belong to the whole process, and only while it lasts:
 
 Each owner saves what it replaces when the run begins and restores it when
 the run ends, however it ends (a return, an exception, Ctrl-C), so calling
-``main()`` from a test or another program leaves the process as it found it.
-The model is trio's KeyboardInterrupt protection (``trio/_core/_ki.py``): the
-handler is installed by an object that owns it and takes it back out.
+``main()`` from a test or another program leaves the process as it found it
+(the owners every command line shares are :mod:`purgatory_broker.process`).
 
 Why the unraisable hook. Python cannot raise out of a finalizer (a weakref
 callback or ``__del__``, which py4j uses to free Java objects): a
@@ -38,12 +37,11 @@ from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
+from purgatory_broker.process import SavedSignals, added_handler, logger_level
+
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    #: what ``signal.getsignal`` returns: a callable, SIG_DFL or SIG_IGN, or None
-    #: for a handler not installed from Python
-    SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
     UnraisableHook: TypeAlias = Callable[[sys.UnraisableHookArgs], Any]
 
 __all__ = ["InterruptGuard", "quiet_logging"]
@@ -68,13 +66,13 @@ class InterruptGuard:
         #: is the interruption, not a bug); never reset by the guard
         self.seen = False
         #: (SIGINT handler, unraisable hook) found on entry; None while not installed
-        self._saved: tuple[SignalHandler, UnraisableHook] | None = None
+        self._saved: tuple[SavedSignals, UnraisableHook] | None = None
 
     def __enter__(self) -> InterruptGuard:
         if self._saved is not None:
             raise RuntimeError("the guard is installed already: one run, one guard")
         if threading.current_thread() is threading.main_thread():
-            self._saved = (signal.getsignal(signal.SIGINT), sys.unraisablehook)
+            self._saved = (SavedSignals([signal.SIGINT]), sys.unraisablehook)
             self.claim()
         return self
 
@@ -96,10 +94,9 @@ class InterruptGuard:
     ) -> None:
         if self._saved is None:
             return
-        handler, hook = self._saved
+        handlers, hook = self._saved
         self._saved = None
-        # None: the handler was not installed from Python; SIG_DFL is the nearest
-        signal.signal(signal.SIGINT, signal.SIG_DFL if handler is None else handler)
+        handlers.restore()
         sys.unraisablehook = hook
 
     def _interrupted(self, signum: int, frame: FrameType | None) -> None:
@@ -131,13 +128,8 @@ def quiet_logging() -> Iterator[None]:
     stderr for the rest of the process. O(1).
     """
     py4j = logging.getLogger(_PY4J)
-    root = logging.getLogger()
-    level = py4j.level
-    silent = logging.NullHandler()
-    py4j.setLevel(logging.CRITICAL + 1)
-    root.addHandler(silent)
-    try:
+    with (
+        logger_level(py4j, logging.CRITICAL + 1),
+        added_handler(logging.getLogger(), logging.NullHandler()),
+    ):
         yield
-    finally:
-        root.removeHandler(silent)
-        py4j.setLevel(level)

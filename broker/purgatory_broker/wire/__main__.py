@@ -8,13 +8,19 @@ status 2: a ``--data-dir`` that is a file or cannot be written (or created), a
 port in use, a host that does not resolve. A ``--data-dir`` that already holds
 data is reopened (its topics' logs and the committed offsets), which one line
 on stderr says. A failure once serving exits with status 1, in one line too.
+
+A run changes the process only while it lasts, each change owned by an object
+of :mod:`purgatory_broker.process` that puts back what was there: the root
+logger (:func:`main`: a handler on stderr, unless logging is set up already),
+the open-file limit and the handlers of SIGINT and SIGTERM (:func:`serve`).
+So ``main()`` called from a test or another program, however it ends, leaves
+the process as it found it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import signal
@@ -25,12 +31,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from purgatory_broker.cli import Parser, port
+from purgatory_broker.process import basic_logging, loop_signal_handlers
 
 from ._config import WireConfig
 from ._server import KafkaWireBroker, existing_topics
 from ._shortage import fit_descriptor_limit
 
 PROG = "python -m purgatory_broker.wire"
+#: what the log lines look like (on stderr), unless whoever runs main() set up logging
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+#: either stops the broker cleanly
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StartupError(Exception):
@@ -144,14 +155,20 @@ GROUP_OPTIONS = (
 INT_OPTIONS = (BROKER_OPTIONS, LIMIT_OPTIONS, GROUP_OPTIONS)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
-    """The config and whether to run on uvloop; exits with a usage error on bad options."""
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """What the command line asks for."""
+
+    config: WireConfig
+    uvloop: bool  # run on uvloop rather than asyncio's own loop
+    verbose: bool  # log at INFO (connections, topics), else at WARNING
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Command:
+    """What ``argv`` asks for; exits with a usage error on bad options. Changes
+    nothing else: :func:`main` sets up the logging, for the run only."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
     config = WireConfig(
         host=args.host,
         port=args.port,
@@ -163,7 +180,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[WireConfig, bool]:
         config.validate()
     except ValueError as exc:
         parser.error(str(exc))
-    return config, args.uvloop
+    return Command(config, uvloop=args.uvloop, verbose=args.verbose)
 
 
 def build_parser() -> Parser:
@@ -248,10 +265,22 @@ def _check_writable(directory: Path, what: str) -> None:
 
 
 async def serve(config: WireConfig) -> None:
-    """Serve until SIGINT or SIGTERM. Raises :class:`StartupError` if it cannot start."""
-    fits = fit_descriptor_limit(config.max_partitions, logging.getLogger("purgatory_broker.wire"))
-    if fits < config.max_partitions:
-        config = dataclasses.replace(config, max_partitions=max(fits, config.partitions))
+    """Serve until SIGINT or SIGTERM. Raises :class:`StartupError` if it cannot start.
+    Owns the open-file limit and the two signals' handlers while it runs (module doc)."""
+    log = logging.getLogger("purgatory_broker.wire")
+    with fit_descriptor_limit(config.max_partitions, log) as fits:
+        if fits < config.max_partitions:
+            config = dataclasses.replace(config, max_partitions=max(fits, config.partitions))
+        wire = await _started(config)
+        loop = asyncio.get_running_loop()
+        with loop_signal_handlers(loop, STOP_SIGNALS, lambda: loop.create_task(wire.close())):
+            # said once Ctrl-C and SIGTERM stop it cleanly
+            print(f"kafka-wire example broker listening on {wire.bootstrap_servers}", flush=True)
+            await wire.serve_forever()
+
+
+async def _started(config: WireConfig) -> KafkaWireBroker:
+    """A broker listening and open, or :class:`StartupError` saying why not."""
     wire = KafkaWireBroker(config)
     try:
         await wire.start()
@@ -261,35 +290,38 @@ async def serve(config: WireConfig) -> None:
         if wire.port == 0:  # the listener failed: the address is the problem
             raise StartupError(f"cannot listen on {where}: {reason}") from None
         raise StartupError(f"cannot open the broker's data: {reason}", status=1) from None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, lambda: loop.create_task(wire.close()))
-    # said once Ctrl-C and SIGTERM stop it cleanly
-    print(f"kafka-wire example broker listening on {wire.bootstrap_servers}", flush=True)
-    await wire.serve_forever()
+    return wire
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    config, use_uvloop = parse_args(argv)
+    """Run the command line; a failure exits with its status, in one line. Owns the
+    root logger's set-up while it runs (module doc)."""
+    command = parse_args(argv)
+    with basic_logging(logging.INFO if command.verbose else logging.WARNING, LOG_FORMAT):
+        try:
+            _run(command)
+        except StartupError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            sys.exit(exc.status)
+        except OSError as exc:  # while serving: the disk, the descriptors
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            sys.exit(1)
+
+
+def _run(command: Command) -> None:
+    """Check the data directory, then serve on the loop asked for."""
     factory = None
-    if use_uvloop:
+    if command.uvloop:
         import uvloop
 
         factory = uvloop.new_event_loop
-    try:
-        if config.data_dir is not None:
-            notice = check_data_dir(config.data_dir)
-            if notice is not None:
-                print(notice, file=sys.stderr, flush=True)
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(serve(config))
-    except StartupError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        sys.exit(exc.status)
-    except OSError as exc:  # while serving: the disk, the descriptors
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    config = command.config
+    if config.data_dir is not None:
+        notice = check_data_dir(config.data_dir)
+        if notice is not None:
+            print(notice, file=sys.stderr, flush=True)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(serve(config))
 
 
 if __name__ == "__main__":

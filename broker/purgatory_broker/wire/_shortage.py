@@ -14,7 +14,8 @@ a traceback per accept attempt) buries the one useful line under megabytes. A
 real error that should propagate). :func:`fit_descriptor_limit` is the command line's
 first defence: like Go's runtime, it raises the process's soft limit on open
 files toward the hard one, as far as ``max_partitions`` and connections need, and
-lowers the cap when the limit cannot fit it.
+lowers the cap when the limit cannot fit it. It owns the raise: the limit is
+put back when the run ends (:func:`purgatory_broker.process.raised_open_file_limit`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from __future__ import annotations
 import errno
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from purgatory_broker.process import raised_open_file_limit
 
 __all__ = [
     "DESCRIPTORS_PER_PARTITION",
@@ -89,30 +94,28 @@ class Shortage:
         return f"<Shortage {self.name!r} {state} failures={self.failures}>"
 
 
-def fit_descriptor_limit(max_partitions: int, logger: logging.Logger) -> int:
-    """The partition cap the open-file limit allows. O(1).
+@contextmanager
+def fit_descriptor_limit(max_partitions: int, logger: logging.Logger) -> Iterator[int]:
+    """While the body runs, the open-file limit raised for ``max_partitions``; yields
+    the partition cap that limit allows. The limit is put back on exit. O(1).
 
     Raises the soft RLIMIT_NOFILE (up to the hard one) to what ``max_partitions``
     partitions and :data:`DESCRIPTORS_FOR_CONNECTIONS` need. If it stays short,
     partitions may take at most three quarters of it: the cap is lowered to fit,
     with one warning, so that partitions can never leave the broker unable to
-    accept a connection. Returns ``max_partitions`` or the lowered cap.
+    accept a connection. Yields ``max_partitions`` or the lowered cap.
     """
-    try:
-        import resource
-    except ImportError:  # not a Unix
-        return max_partitions
     wanted = max_partitions * DESCRIPTORS_PER_PARTITION + DESCRIPTORS_FOR_CONNECTIONS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= wanted:
-        return max_partitions
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if target > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as exc:
-            logger.debug("cannot raise RLIMIT_NOFILE to %d: %s", target, exc)
+    with raised_open_file_limit(wanted, logger) as soft:
+        if soft is None or soft >= wanted:
+            yield max_partitions
+        else:
+            yield _partitions_within(soft, max_partitions, logger)
+
+
+def _partitions_within(soft: int, max_partitions: int, logger: logging.Logger) -> int:
+    """The cap on partitions that an open-file limit of ``soft``, too low for
+    ``max_partitions`` and the connections, allows (three quarters of it)."""
     fits = soft * 3 // 4 // DESCRIPTORS_PER_PARTITION
     if fits >= max_partitions:
         return max_partitions
