@@ -41,5 +41,5 @@ cdef class Operation(TimerTask):
     @cython.locals(waiters=list)
     cpdef _settle(self)
 
-    @cython.locals(waiters=list, n=Py_ssize_t)
+    @cython.locals(waiters=list)
     cpdef add_waiter(self, waiter)
