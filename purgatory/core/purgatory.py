@@ -96,13 +96,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ._signature import InitSignature, init_doc
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .operation import CompletionListener, Operation
-from .report import collect, raise_collected
+from .report import collect_exception, raise_collected
 from .timer import Timer, WheelTimer, coerce_delay
 
 try:
@@ -493,17 +492,8 @@ class Purgatory(CompletionListener):
                     op._abandon(error)
             self._done_watched = []  # their keys are gone with the lists
 
-    def report_exception(
-        self,
-        message: str,
-        exc: BaseException,
-        collected: list[BaseException] | None,
-        **context: Any,
-    ) -> None:
-        """Where a callback's exception goes during a walk: here, into ``collected``
-        (raised when the walk is done). The async shell's purgatory overrides this
-        to report to the running loop. O(1)."""
-        collect(exc, collected)
+    #: where a callback's exception goes during a pass (see :mod:`.report`)
+    report_exception = collect_exception
 
     # -- bookkeeping ---------------------------------------------------------
 

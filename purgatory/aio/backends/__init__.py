@@ -27,6 +27,7 @@ from time import monotonic
 from typing import Any
 
 from ...core.operation import Operation, set_await_hooks
+from ...core.report import collect_exception
 from .asyncio_backend import AsyncioBackend
 from .base import Backend
 
@@ -110,14 +111,24 @@ def _settled(op: Operation) -> Generator[Any, None, Any]:
     return outcome
 
 
-def report_to_running_library(message: str, exc: BaseException, context: dict[str, Any]) -> bool:
-    """Report a callback's exception to the running library (the loop's exception
-    handler; on trio the ``"purgatory"`` logger); False if none runs. O(1)."""
+def report_to_running_library(
+    owner: object,
+    message: str,
+    exc: BaseException,
+    collected: list[BaseException] | None,
+    **context: Any,
+) -> None:
+    """``report_exception(message, exc, collected, **context)``, the async shell's rule,
+    a method of its timer and purgatory (``report_exception =
+    report_to_running_library``): a callback's exception goes to the running library
+    (the loop's exception handler with ``message`` and ``context``; on trio the
+    ``"purgatory"`` logger); with none running, the core's rule
+    (``purgatory.core.report.collect_exception``). O(1)."""
     backend = current_backend()
     if backend is None:
-        return False
-    backend.report(message, exc, context)
-    return True
+        collect_exception(owner, message, exc, collected)
+    else:
+        backend.report(message, exc, context)
 
 
 def _time_without_loop() -> float:
