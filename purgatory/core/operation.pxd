@@ -36,7 +36,7 @@ cdef class Operation(TimerTask):
     cpdef cancel(self)
 
     @cython.locals(was_scheduled=cython.bint, purgatory=CompletionListener)
-    cpdef bint _abandon(self, error) except -1
+    cpdef bint _cancel_with(self, error) except -1
 
     @cython.locals(waiters=list)
     cpdef _settle(self)

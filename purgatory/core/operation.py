@@ -292,9 +292,9 @@ class Operation(TimerTask):
         awaiters raise :class:`~purgatory.OperationCancelledError` at once. No
         callback runs. False (and nothing changes) if it is already done.
         """
-        return self._abandon(OperationCancelledError(f"cancelled: {self!r}"))
+        return self._cancel_with(OperationCancelledError(f"cancelled: {self!r}"))
 
-    def _abandon(self, error: OperationCancelledError) -> bool:
+    def _cancel_with(self, error: OperationCancelledError) -> bool:
         """Move a pending operation to CANCELLED, tell its purgatory, and fail its
         awaiters with ``error``. Returns False if it was not pending. O(1) + awaiters.
         """

@@ -23,17 +23,17 @@ cdef class Purgatory(CompletionListener):
     cdef public bint _purge_due
     cdef public Py_ssize_t _purged
     cdef public Py_ssize_t _purges
-    cdef public Py_ssize_t _relisted
+    cdef public Py_ssize_t _watchers_version
     cdef public bint _untrack
     cdef public Py_ssize_t _watched
     cdef public dict _watchers
-    cdef public WheelTimer _wheel
+    cdef public WheelTimer _wheel_timer
     cdef public object name
     cdef public Py_ssize_t purge_interval
     cdef public object timer
     cdef public bint timer_enabled
 
-    @cython.locals(watchers=dict, ops=dict, key=object, wheel=WheelTimer, nkeys=Py_ssize_t, relisted=Py_ssize_t)
+    @cython.locals(watchers=dict, ops=dict, key=object, wheel=WheelTimer, nkeys=Py_ssize_t, watchers_version=Py_ssize_t)
     cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
 
     @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
@@ -55,6 +55,6 @@ cdef class Purgatory(CompletionListener):
 
     cpdef _request_purge(self)
 
-    cpdef _leave(self)
+    cpdef _purge_if_deferred(self)
 
     cpdef _purge(self)

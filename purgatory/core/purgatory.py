@@ -167,11 +167,11 @@ class Purgatory(CompletionListener):
         "_purge_due",
         "_purged",
         "_purges",
-        "_relisted",
+        "_watchers_version",
         "_untrack",
         "_watched",
         "_watchers",
-        "_wheel",
+        "_wheel_timer",
         "name",
         "purge_interval",
         "timer",
@@ -195,7 +195,7 @@ class Purgatory(CompletionListener):
         self.name = name
         self.timer = timer
         # the same timer when it is the core's own: the compiled core calls it in C
-        self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
+        self._wheel_timer: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         self.purge_interval = purge_interval
         self.timer_enabled = timer_enabled
         # invariant: no empty list; each list holds operations watched on its key,
@@ -206,7 +206,7 @@ class Purgatory(CompletionListener):
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
         # changes whenever a key gains or loses its list (or _watchers is replaced),
         # so a list looked up before a callback is known to be still current after it
-        self._relisted = 0
+        self._watchers_version = 0
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
         self._num_delayed = 0  # invariant: this purgatory's operations in the timer
@@ -263,7 +263,7 @@ class Purgatory(CompletionListener):
         timer_enabled = self.timer_enabled
         if timer_enabled and type(operation.delay_ms) is not int:
             coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
-        relisted = self._relisted
+        watchers_version = self._watchers_version
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
@@ -274,7 +274,7 @@ class Purgatory(CompletionListener):
                 # then, and never watched or timed, so nothing is left to do
                 return False  # type: ignore[unreachable] # mypy keeps _state narrowed
             if timer_enabled:  # before watching: a delay out of range changes nothing
-                wheel = self._wheel
+                wheel = self._wheel_timer
                 if wheel is not None:
                     wheel.add(operation)
                 else:
@@ -290,11 +290,11 @@ class Purgatory(CompletionListener):
         self._estimated += 1
         if nkeys == 1:
             operation._keys = key
-            if self._relisted != relisted:  # the callback gave or took a key's list
+            if self._watchers_version != watchers_version:  # the callback gave or took a key's list
                 ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {operation: None}
-                self._relisted += 1
+                self._watchers_version += 1
             else:
                 # a fresh operation (it had no purgatory) is in no list yet
                 ops[operation] = None
@@ -305,7 +305,7 @@ class Purgatory(CompletionListener):
             ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {operation: None}
-                self._relisted += 1
+                self._watchers_version += 1
             elif operation not in ops:
                 ops[operation] = None
             else:
@@ -351,10 +351,10 @@ class Purgatory(CompletionListener):
         finally:
             if not ops and self._watchers.get(key) is ops:
                 del self._watchers[key]
-                self._relisted += 1
+                self._watchers_version += 1
             self._depth -= 1
             if self._purge_due and not self._depth:
-                self._leave()
+                self._purge_if_deferred()
         if errors:  # the message is built only then: an f-string per call cost ~1,400 instructions
             raise_collected(f"{len(errors)} operations failed in {self.name!r}", errors)
         return completed
@@ -370,18 +370,18 @@ class Purgatory(CompletionListener):
         ops = self._watchers.pop(key, None)
         if ops is None:
             return []
-        self._relisted += 1
+        self._watchers_version += 1
         self._watched -= len(ops)
         listed = list(ops)
         ops.clear()  # a walk of this key going on sees its list emptied
         error = OperationCancelledError(f"cancelled: key {key!r} of {self.name!r}")
         self._depth += 1  # one purge check at the end, not one per operation
         try:
-            cancelled = [op for op in listed if op._abandon(error)]
+            cancelled = [op for op in listed if op._cancel_with(error)]
         finally:
             self._depth -= 1
             if self._purge_due and not self._depth:
-                self._leave()
+                self._purge_if_deferred()
         return cancelled
 
     @property
@@ -447,7 +447,7 @@ class Purgatory(CompletionListener):
             return 0
         if not ops:
             del watchers[key]
-            self._relisted += 1
+            self._watchers_version += 1
         return 1
 
     @property
@@ -482,14 +482,14 @@ class Purgatory(CompletionListener):
             error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
             watchers = self._watchers
             self._watchers = {}
-            self._relisted += 1
+            self._watchers_version += 1
             self._watched = 0
             self._done_watched = []
             for ops in watchers.values():
                 listed = list(ops)
                 ops.clear()  # a walk going on sees its list emptied
                 for op in listed:
-                    op._abandon(error)
+                    op._cancel_with(error)
             self._done_watched = []  # their keys are gone with the lists
 
     #: where a callback's exception goes during a pass (see :mod:`.report`)
@@ -498,7 +498,7 @@ class Purgatory(CompletionListener):
     # -- bookkeeping ---------------------------------------------------------
 
     def _operation_cancelled(self, op: Operation, from_timer: bool) -> None:
-        """Called by ``Operation._abandon`` of an operation given to this purgatory
+        """Called by ``Operation._cancel_with`` of an operation given to this purgatory
         (``op.cancel()``, ``cancel_for_key``, ``shutdown``): counters and purge. O(1)."""
         self._cancelled += 1
         if from_timer:
@@ -517,7 +517,7 @@ class Purgatory(CompletionListener):
             self._num_delayed -= 1
         if op._expiring:
             self._expired += 1
-            wheel = self._wheel
+            wheel = self._wheel_timer
             now_ms = wheel.poll_now_ms() if wheel is not None else self.timer.poll_now_ms()
             self._lateness.record(now_ms - op.expiration_ms)
         else:
@@ -532,7 +532,7 @@ class Purgatory(CompletionListener):
         else:
             self._purge()
 
-    def _leave(self) -> None:
+    def _purge_if_deferred(self) -> None:
         """Run the purge deferred while callbacks ran (call at depth 0)."""
         self._purge_due = False
         if self._estimated - self._num_delayed > self.purge_interval:
