@@ -33,8 +33,21 @@ cdef class Purgatory(CompletionListener):
     cdef public object timer
     cdef public bint timer_enabled
 
-    @cython.locals(watchers=dict, ops=dict, key=object, wheel=WheelTimer, nkeys=Py_ssize_t, watchers_version=Py_ssize_t)
+    @cython.locals(ops=dict, nkeys=Py_ssize_t, watchers_version=Py_ssize_t)
     cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
+
+    # try_complete_else_watch's steps, called in C
+    cdef _check_fresh(self, Operation operation)
+
+    cdef dict _check_keys(self, tuple keys, Py_ssize_t nkeys)
+
+    @cython.locals(wheel_timer=WheelTimer)
+    cdef _add_to_timer(self, Operation operation)
+
+    cdef _watch_one(self, Operation operation, key, dict ops, Py_ssize_t watchers_version)
+
+    @cython.locals(watchers=dict, ops=dict)
+    cdef _watch_each(self, Operation operation, tuple keys)
 
     @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
     cpdef Py_ssize_t check_and_complete(self, key) except -1

@@ -237,31 +237,11 @@ class Purgatory(CompletionListener):
         re-entrant call), it is neither timed nor watched, and False is returned.
         O(len(keys)) + one ``try_complete`` call.
         """
-        if self._closed:
-            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
-        if operation._purgatory is not None:
-            raise ValueError(f"{operation!r} is already in a purgatory")
-        if operation._state:  # is_done, read directly: the hot path
-            raise ValueError(f"{operation!r} is already done")
+        self._check_fresh(operation)
         keys = tuple(keys)
         nkeys = len(keys)
-        watchers = self._watchers
-        ops: dict[Operation, None] | None = None
-        if nkeys == 1:  # the common case: the key's list, looked up once
-            key = keys[0]
-            try:
-                ops = watchers.get(key)  # hashes the key, in C: the check, and the lookup
-            except TypeError as exc:
-                raise TypeError(f"keys must be hashable: {exc}") from None
-        elif not nkeys:
-            raise ValueError("an operation must be watched under at least one key")
-        else:
-            try:
-                hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
-            except TypeError as exc:
-                raise TypeError(f"keys must be hashable: {exc}") from None
-        timer_enabled = self.timer_enabled
-        if timer_enabled and type(operation.delay_ms) is not int:
+        ops = self._check_keys(keys, nkeys)
+        if self.timer_enabled and type(operation.delay_ms) is not int:
             coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
         watchers_version = self._watchers_version
         operation._purgatory = self  # taken: a re-entrant submission is refused
@@ -272,16 +252,9 @@ class Purgatory(CompletionListener):
                 # its try_complete completed or cancelled it re-entrantly (say through
                 # another operation's callback) and still returned False: counted by
                 # then, and never watched or timed, so nothing is left to do
-                return False  # type: ignore[unreachable] # mypy keeps _state narrowed
-            if timer_enabled:  # before watching: a delay out of range changes nothing
-                wheel = self._wheel_timer
-                if wheel is not None:
-                    wheel.add(operation)
-                else:
-                    self.timer.add(operation)
-                self._num_delayed += 1
-                if cython.compiled and self._untrack:
-                    gc_untrack(operation)  # see untrack_pending
+                return False
+            if self.timer_enabled:  # before watching: a delay out of range changes nothing
+                self._add_to_timer(operation)
         except BaseException:
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
@@ -289,18 +262,72 @@ class Purgatory(CompletionListener):
         operation._nkeys = nkeys
         self._estimated += 1
         if nkeys == 1:
-            operation._keys = key
-            if self._watchers_version != watchers_version:  # the callback gave or took a key's list
-                ops = watchers.get(key)
-            if ops is None:
-                watchers[key] = {operation: None}
-                self._watchers_version += 1
-            else:
-                # a fresh operation (it had no purgatory) is in no list yet
-                ops[operation] = None
-            self._watched += 1
-            return False
+            self._watch_one(operation, keys[0], ops, watchers_version)
+        else:
+            self._watch_each(operation, keys)
+        return False
+
+    def _check_fresh(self, operation: Operation) -> None:
+        """Refuse an operation this purgatory cannot take: closed, the operation given
+        already or done. O(1)."""
+        if self._closed:
+            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
+        if operation._purgatory is not None:
+            raise ValueError(f"{operation!r} is already in a purgatory")
+        if operation._state:  # is_done, read directly: the hot path
+            raise ValueError(f"{operation!r} is already done")
+
+    def _check_keys(self, keys: tuple[Hashable, ...], nkeys: int) -> dict[Operation, None] | None:
+        """Refuse no keys (ValueError) and an unhashable key (TypeError); return the
+        watcher list of the only key, if there is one key and it has a list. O(nkeys)."""
+        if nkeys == 1:  # the common case: the key's list, looked up once
+            try:
+                return self._watchers.get(keys[0])  # hashes the key, in C: check and lookup
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
+        if not nkeys:
+            raise ValueError("an operation must be watched under at least one key")
+        try:
+            hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
+        except TypeError as exc:
+            raise TypeError(f"keys must be hashable: {exc}") from None
+        return None
+
+    def _add_to_timer(self, operation: Operation) -> None:
+        """Start ``operation``'s timeout (the timer's error for a delay it refuses). O(1)."""
+        wheel_timer = self._wheel_timer
+        if wheel_timer is not None:
+            wheel_timer.add(operation)
+        else:
+            self.timer.add(operation)
+        self._num_delayed += 1
+        if cython.compiled and self._untrack:
+            gc_untrack(operation)  # see untrack_pending
+
+    def _watch_one(
+        self,
+        operation: Operation,
+        key: Hashable,
+        ops: dict[Operation, None] | None,
+        watchers_version: int,
+    ) -> None:
+        """Watch ``operation`` under its only key, whose list ``ops`` was looked up at
+        ``watchers_version``. O(1)."""
+        operation._keys = key
+        if self._watchers_version != watchers_version:  # a callback gave or took a list
+            ops = self._watchers.get(key)
+        if ops is None:
+            self._watchers[key] = {operation: None}
+            self._watchers_version += 1
+        else:
+            # a fresh operation (it had no purgatory) is in no list yet
+            ops[operation] = None
+        self._watched += 1
+
+    def _watch_each(self, operation: Operation, keys: tuple[Hashable, ...]) -> None:
+        """Watch ``operation`` under each of ``keys``, once per key. O(len(keys))."""
         operation._keys = keys
+        watchers = self._watchers
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
@@ -311,7 +338,6 @@ class Purgatory(CompletionListener):
             else:
                 continue  # a key given twice
             self._watched += 1
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try the operations watched on ``key``; return how many this call completed.
