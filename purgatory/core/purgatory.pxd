@@ -36,18 +36,24 @@ cdef class Purgatory(CompletionListener):
     @cython.locals(ops=dict, nkeys=Py_ssize_t, watchers_version=Py_ssize_t)
     cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
 
-    # try_complete_else_watch's steps, called in C
-    cdef _check_fresh(self, Operation operation)
+    # try_complete_else_watch's steps: final, so called in C directly (no vtable) and
+    # open to the C compiler's inlining; those without a result return 0, or -1 raising
+    @cython.final
+    cdef inline int _check_fresh(self, Operation operation) except -1
 
-    cdef dict _check_keys(self, tuple keys, Py_ssize_t nkeys)
+    @cython.final
+    cdef inline dict _check_keys(self, tuple keys, Py_ssize_t nkeys)
 
+    @cython.final
     @cython.locals(wheel_timer=WheelTimer)
-    cdef _add_to_timer(self, Operation operation)
+    cdef inline int _add_to_timer(self, Operation operation) except -1
 
-    cdef _watch_one(self, Operation operation, key, dict ops, Py_ssize_t watchers_version)
+    @cython.final
+    cdef inline int _watch_one(self, Operation operation, key, dict ops, Py_ssize_t watchers_version) except -1
 
+    @cython.final
     @cython.locals(watchers=dict, ops=dict)
-    cdef _watch_each(self, Operation operation, tuple keys)
+    cdef int _watch_each(self, Operation operation, tuple keys) except -1
 
     @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
     cpdef Py_ssize_t check_and_complete(self, key) except -1
