@@ -234,7 +234,8 @@ class Purgatory(CompletionListener):
         given twice is watched once. Unlike Kafka it tries once, not again after
         watching: see the module doc. If the operation's ``try_complete`` returns
         False but the operation is done by then (completed or cancelled by a
-        re-entrant call), it is neither timed nor watched, and False is returned.
+        re-entrant call), it is neither timed nor watched, and False is returned;
+        if it closed the purgatory, it is cancelled as closing cancels.
         O(len(keys)) + one ``try_complete`` call.
         """
         self._check_fresh(operation)
@@ -252,6 +253,9 @@ class Purgatory(CompletionListener):
                 # its try_complete completed or cancelled it re-entrantly (say through
                 # another operation's callback) and still returned False: counted by
                 # then, and never watched or timed, so nothing is left to do
+                return False
+            if self._closed:  # its try_complete shut us down: cancelled, as shutdown cancels
+                operation._cancel_with(self._closed_error())
                 return False
             if self.timer_enabled:  # before watching: a delay out of range changes nothing
                 self._add_to_timer(operation)
@@ -505,7 +509,7 @@ class Purgatory(CompletionListener):
         if not self._closed:
             self._closed = True
             self._untrack = False
-            error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
+            error = self._closed_error()
             watchers = self._watchers
             self._watchers = {}
             self._watchers_version += 1
@@ -517,6 +521,10 @@ class Purgatory(CompletionListener):
                 for op in listed:
                     op._cancel_with(error)
             self._done_watched = []  # their keys are gone with the lists
+
+    def _closed_error(self) -> PurgatoryClosedError:
+        """What the operations cancelled by closing raise."""
+        return PurgatoryClosedError(f"purgatory {self.name!r} closed")
 
     #: where a callback's exception goes during a pass (see :mod:`.report`)
     report_exception = collect_exception
