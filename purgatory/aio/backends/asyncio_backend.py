@@ -21,7 +21,6 @@ import asyncio
 from asyncio import BaseEventLoop
 from collections.abc import Awaitable, Callable, Coroutine
 from time import monotonic
-from types import TracebackType
 from typing import Any, TypeVar
 
 from ...core.timer import WheelTimer
@@ -94,12 +93,7 @@ class _TaskHandle:
     async def join(self) -> None:
         await self._task
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    async def exit(self, exc: BaseException | None) -> bool:
         await self._task
         return False
 

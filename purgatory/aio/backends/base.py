@@ -27,7 +27,6 @@ and on trio :mod:`purgatory.aio.operation`, which owns ``await op``'s hooks, cal
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from ...core.timer import WheelTimer
@@ -58,15 +57,10 @@ class TaskHandle(Protocol):
     async def join(self) -> None:
         """Wait for a task asked to stop (asyncio); trio: returns at once."""
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        """Release the task at the end of the ``async with`` block that started it;
-        True to suppress ``exc`` (only trio's nursery ever does, for its own
-        cancellation)."""
+    async def exit(self, exc: BaseException | None) -> bool:
+        """Release the task at the end of the ``async with`` block that started it,
+        which ``exc`` ended (None: no exception); True to suppress ``exc`` (only trio's
+        nursery ever does, for its own cancellation)."""
 
 
 class Backend(Protocol):
