@@ -19,6 +19,7 @@ PACKAGES = [
     "purgatory.core",
     "purgatory.aio",
     "purgatory.contrib",
+    "purgatory.contrib.redis",
 ]
 
 

@@ -23,6 +23,15 @@ times it, so it completes only when someone calls ``force_complete()`` (its
 awaiters then get ``on_complete``'s value) and otherwise waits for ever; give it
 to a purgatory (``try_complete_else_watch``) for a timeout. Its ``delay_ms`` means
 nothing until then.
+
+How ``await op`` reaches the loop. ``await op`` is the core's
+``Operation.__await__`` (compiled: no Python frame of ours per await), and the core
+imports no event loop, so it calls two hooks (``core.operation.set_await_hooks``).
+This module owns them and sets them, once, where :class:`DelayedOperation` is
+defined: the running asyncio loop's getter (``asyncio._get_running_loop``; a
+pending operation then waits on one future of that loop, made by the core), and
+``_await_otherwise`` for every other case: a done operation (its outcome at
+once) or a trio run (``TrioBackend.wait``).
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..core.operation import Operation, Waiter
-from . import backends  # noqa: F401 - sets the core's await hooks
+from ..core.operation import Operation, Waiter, set_await_hooks
+from .backends import in_trio_run, running_loop
 
 __all__ = ["DelayedOperation"]
 
@@ -68,3 +77,32 @@ class DelayedOperation(Operation, Generic[T]):
             """Wait for the outcome: on_complete's value, or its exception, or
             OperationCancelledError. Needs a running asyncio loop or trio run while
             pending (see the module doc for cancellation)."""
+
+
+def _await_otherwise(op: Operation) -> Generator[Any, None, Any]:
+    """``await op`` when ``op`` is done or no asyncio loop runs: the outcome at once, or
+    a wait in the running trio task. O(1).
+
+    The asyncio case is the core's ``Operation.__await__`` itself: it makes one
+    future, registers it as the operation's waiter and hands the task that future's
+    own (C) iterator, cheaper than a Python function of the shell doing the same
+    (benchmarks/HISTORY.md). A cancelled awaiter's future is done, so settling skips
+    it, and ``Operation.add_waiter`` drops such futures as it goes.
+    """
+    if op.is_done:
+        return _settled(op)
+    if not in_trio_run():
+        raise RuntimeError("awaiting an operation needs a running event loop")
+    from .backends.trio_backend import TRIO
+
+    return TRIO.wait(op)
+
+
+def _settled(op: Operation) -> Generator[Any, None, Any]:
+    """A generator that returns (or raises) a done operation's outcome at once."""
+    outcome = op.result()
+    yield from ()  # makes this a generator; yields nothing
+    return outcome
+
+
+set_await_hooks(running_loop, _await_otherwise)  # the one place that sets them

@@ -97,16 +97,8 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
         self._on_trio = False
         self._reaper: Reaper | None = None  # the timer's reaper, if we started it
 
-    def report_exception(
-        self,
-        message: str,
-        exc: BaseException,
-        collected: list[BaseException] | None,
-        **context: Any,
-    ) -> None:
-        """To the running library (see the module doc); with none, the core's rule."""
-        if not report_to_running_library(message, exc, context):
-            super().report_exception(message, exc, collected, **context)
+    #: to the running library (see the module doc); with none, the core's rule
+    report_exception = report_to_running_library
 
     def call_threadsafe(self, fn: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
         """Run ``fn(*args)`` on the purgatory's loop from any thread; a future of its result.

@@ -105,7 +105,7 @@ class Reaper:
         self.request_stop()
         if self._task is None:
             return False
-        return await self._task.exit(exc_type, exc, tb)
+        return await self._task.exit(exc)
 
     async def _run(self) -> None:
         """The loop of the module doc; ``yield_now`` lets the library breathe."""

@@ -23,7 +23,6 @@ do not count from ``time.monotonic()``).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
 
 from ..core.clock import Clock
 from ..core.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, WheelTimer
@@ -60,16 +59,8 @@ class SystemTimer(WheelTimer):
         )
         self._reaper: Reaper | None = None
 
-    def report_exception(
-        self,
-        message: str,
-        exc: BaseException,
-        collected: list[BaseException] | None,
-        **context: Any,
-    ) -> None:
-        """To the running library (see the module doc); with none, the core's rule."""
-        if not report_to_running_library(message, exc, context):
-            super().report_exception(message, exc, collected, **context)
+    #: to the running library (see the module doc); with none, the core's rule
+    report_exception = report_to_running_library
 
     @property
     def reaper(self) -> Reaper | None:

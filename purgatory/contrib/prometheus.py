@@ -11,25 +11,10 @@ plus the lateness histogram's buckets) and nothing is counted between scrapes::
     REGISTRY.register(PurgatoryCollector(produce_purgatory, fetch_purgatory))
     text = generate_latest(REGISTRY)  # what GET /metrics answers
 
-Each sample is labelled ``purgatory="<name>"``; with the default ``namespace``
-the families are (``statistics()``'s field in brackets):
-
-==========================================  =========  ==========================
-family                                      type       from
-==========================================  =========  ==========================
-``purgatory_watched``                       gauge      ``watched``
-``purgatory_delayed``                       gauge      ``num_delayed``
-``purgatory_keys``                          gauge      ``keys``
-``purgatory_completed_early_total``         counter    ``completed_early``
-``purgatory_expired_total``                 counter    ``expired``
-``purgatory_cancelled_total``               counter    ``cancelled``
-``purgatory_purged_total``                  counter    ``purged``
-``purgatory_purges_total``                  counter    ``purges``
-``purgatory_expiry_lateness_count_total``   counter    ``lateness_count``
-``purgatory_expiry_lateness_max_ms``        gauge      ``lateness_max_ms``
-``purgatory_expiry_lateness_p50_ms``        gauge      ``lateness_p50_ms``
-``purgatory_expiry_lateness_p99_ms``        gauge      ``lateness_p99_ms``
-==========================================  =========  ==========================
+Each sample is labelled ``purgatory="<name>"``. The families, one a ``statistics()``
+field, are :data:`FAMILIES` (the one list of them: name, Prometheus type, field, help),
+each name prefixed with the ``namespace`` (``purgatory_watched``); Prometheus's client
+appends ``_total`` to a counter's (``purgatory_expired_total``).
 
 The lateness quantiles are the purgatory's own (a log-linear histogram over every
 expiry since it started), exported as gauges rather than a Prometheus summary:

@@ -36,10 +36,10 @@ cdef class Operation(TimerTask):
     cpdef cancel(self)
 
     @cython.locals(was_scheduled=cython.bint, purgatory=CompletionListener)
-    cpdef bint _abandon(self, error) except -1
+    cpdef bint _cancel_with(self, error) except -1
 
     @cython.locals(waiters=list)
     cpdef _settle(self)
 
-    @cython.locals(waiters=list, n=Py_ssize_t)
+    @cython.locals(waiters=list)
     cpdef add_waiter(self, waiter)

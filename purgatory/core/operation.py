@@ -44,8 +44,9 @@ outcome or the error, once. Waiting is lazy: an operation nobody waits for never
 allocates a waiter. The async shell (:mod:`purgatory.aio.operation`) makes
 one waiter per ``await``, so cancelling one awaiting task ends only that wait.
 ``Operation.__await__`` is here, so that the compiled core runs it in C, through
-two hooks the async shell sets on import (:mod:`purgatory.aio.backends`): this
-module imports no event loop.
+two hooks that the async shell's :mod:`purgatory.aio.operation` (which defines the
+awaitable operation) sets with :func:`set_await_hooks`: this module imports no
+event loop.
 
 An operation never given to a purgatory can be awaited too: nothing watches or
 times it, so it completes only when someone calls ``force_complete()`` (its
@@ -154,9 +155,9 @@ def set_await_hooks(
 
     ``running_loop()`` returns the running asyncio loop or None; a pending operation
     awaited under a loop waits on one future of it. ``otherwise(op)`` is every other
-    wait: a done operation, or another library (trio). The async shell
-    (:mod:`purgatory.aio.backends`) sets both when it is imported; before that, awaiting
-    an operation raises ``TypeError``.
+    wait: a done operation, or another library (trio). Their one owner is the async
+    shell's :mod:`purgatory.aio.operation`, which sets both where it defines
+    ``DelayedOperation``; until then, awaiting an operation raises ``TypeError``.
     """
     global _running_loop, _await_otherwise
     _running_loop = running_loop
@@ -291,9 +292,9 @@ class Operation(TimerTask):
         awaiters raise :class:`~purgatory.OperationCancelledError` at once. No
         callback runs. False (and nothing changes) if it is already done.
         """
-        return self._abandon(OperationCancelledError(f"cancelled: {self!r}"))
+        return self._cancel_with(OperationCancelledError(f"cancelled: {self!r}"))
 
-    def _abandon(self, error: OperationCancelledError) -> bool:
+    def _cancel_with(self, error: OperationCancelledError) -> bool:
         """Move a pending operation to CANCELLED, tell its purgatory, and fail its
         awaiters with ``error``. Returns False if it was not pending. O(1) + awaiters.
         """

@@ -23,18 +23,37 @@ cdef class Purgatory(CompletionListener):
     cdef public bint _purge_due
     cdef public Py_ssize_t _purged
     cdef public Py_ssize_t _purges
-    cdef public Py_ssize_t _relisted
+    cdef public Py_ssize_t _watchers_version
     cdef public bint _untrack
     cdef public Py_ssize_t _watched
     cdef public dict _watchers
-    cdef public WheelTimer _wheel
+    cdef public WheelTimer _wheel_timer
     cdef public object name
     cdef public Py_ssize_t purge_interval
     cdef public object timer
     cdef public bint timer_enabled
 
-    @cython.locals(watchers=dict, ops=dict, key=object, wheel=WheelTimer, nkeys=Py_ssize_t, relisted=Py_ssize_t)
+    @cython.locals(ops=dict, nkeys=Py_ssize_t, watchers_version=Py_ssize_t)
     cpdef bint try_complete_else_watch(self, Operation operation, keys) except -1
+
+    # try_complete_else_watch's steps: final, so called in C directly (no vtable) and
+    # open to the C compiler's inlining; those without a result return 0, or -1 raising
+    @cython.final
+    cdef inline int _check_fresh(self, Operation operation) except -1
+
+    @cython.final
+    cdef inline dict _check_keys(self, tuple keys, Py_ssize_t nkeys)
+
+    @cython.final
+    @cython.locals(wheel_timer=WheelTimer)
+    cdef inline int _add_to_timer(self, Operation operation) except -1
+
+    @cython.final
+    cdef inline int _watch_one(self, Operation operation, key, dict ops, Py_ssize_t watchers_version) except -1
+
+    @cython.final
+    @cython.locals(watchers=dict, ops=dict)
+    cdef int _watch_each(self, Operation operation, tuple keys) except -1
 
     @cython.locals(ops=dict, op=Operation, completed=Py_ssize_t, errors=list)
     cpdef Py_ssize_t check_and_complete(self, key) except -1
@@ -55,6 +74,6 @@ cdef class Purgatory(CompletionListener):
 
     cpdef _request_purge(self)
 
-    cpdef _leave(self)
+    cpdef _purge_if_deferred(self)
 
     cpdef _purge(self)

@@ -96,13 +96,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ._signature import InitSignature, init_doc
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .operation import CompletionListener, Operation
-from .report import collect, raise_collected
+from .report import collect_exception, raise_collected
 from .timer import Timer, WheelTimer, coerce_delay
 
 try:
@@ -168,11 +167,11 @@ class Purgatory(CompletionListener):
         "_purge_due",
         "_purged",
         "_purges",
-        "_relisted",
+        "_watchers_version",
         "_untrack",
         "_watched",
         "_watchers",
-        "_wheel",
+        "_wheel_timer",
         "name",
         "purge_interval",
         "timer",
@@ -196,7 +195,7 @@ class Purgatory(CompletionListener):
         self.name = name
         self.timer = timer
         # the same timer when it is the core's own: the compiled core calls it in C
-        self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
+        self._wheel_timer: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         self.purge_interval = purge_interval
         self.timer_enabled = timer_enabled
         # invariant: no empty list; each list holds operations watched on its key,
@@ -207,7 +206,7 @@ class Purgatory(CompletionListener):
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
         # changes whenever a key gains or loses its list (or _watchers is replaced),
         # so a list looked up before a callback is known to be still current after it
-        self._relisted = 0
+        self._watchers_version = 0
         # Kafka's estimatedTotalOperations: +1 per watched operation, reset by purges
         self._estimated = 0
         self._num_delayed = 0  # invariant: this purgatory's operations in the timer
@@ -235,36 +234,17 @@ class Purgatory(CompletionListener):
         given twice is watched once. Unlike Kafka it tries once, not again after
         watching: see the module doc. If the operation's ``try_complete`` returns
         False but the operation is done by then (completed or cancelled by a
-        re-entrant call), it is neither timed nor watched, and False is returned.
+        re-entrant call), it is neither timed nor watched, and False is returned;
+        if it closed the purgatory, it is cancelled as closing cancels.
         O(len(keys)) + one ``try_complete`` call.
         """
-        if self._closed:
-            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
-        if operation._purgatory is not None:
-            raise ValueError(f"{operation!r} is already in a purgatory")
-        if operation._state:  # is_done, read directly: the hot path
-            raise ValueError(f"{operation!r} is already done")
+        self._check_fresh(operation)
         keys = tuple(keys)
         nkeys = len(keys)
-        watchers = self._watchers
-        ops: dict[Operation, None] | None = None
-        if nkeys == 1:  # the common case: the key's list, looked up once
-            key = keys[0]
-            try:
-                ops = watchers.get(key)  # hashes the key, in C: the check, and the lookup
-            except TypeError as exc:
-                raise TypeError(f"keys must be hashable: {exc}") from None
-        elif not nkeys:
-            raise ValueError("an operation must be watched under at least one key")
-        else:
-            try:
-                hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
-            except TypeError as exc:
-                raise TypeError(f"keys must be hashable: {exc}") from None
-        timer_enabled = self.timer_enabled
-        if timer_enabled and type(operation.delay_ms) is not int:
+        ops = self._check_keys(keys, nkeys)
+        if self.timer_enabled and type(operation.delay_ms) is not int:
             coerce_delay(operation.delay_ms)  # a type the timer refuses, before the try
-        relisted = self._relisted
+        watchers_version = self._watchers_version
         operation._purgatory = self  # taken: a re-entrant submission is refused
         try:
             if operation.try_complete():
@@ -273,16 +253,12 @@ class Purgatory(CompletionListener):
                 # its try_complete completed or cancelled it re-entrantly (say through
                 # another operation's callback) and still returned False: counted by
                 # then, and never watched or timed, so nothing is left to do
-                return False  # type: ignore[unreachable] # mypy keeps _state narrowed
-            if timer_enabled:  # before watching: a delay out of range changes nothing
-                wheel = self._wheel
-                if wheel is not None:
-                    wheel.add(operation)
-                else:
-                    self.timer.add(operation)
-                self._num_delayed += 1
-                if cython.compiled and self._untrack:
-                    gc_untrack(operation)  # see untrack_pending
+                return False
+            if self._closed:  # its try_complete shut us down: cancelled, as shutdown cancels
+                operation._cancel_with(self._closed_error())
+                return False
+            if self.timer_enabled:  # before watching: a delay out of range changes nothing
+                self._add_to_timer(operation)
         except BaseException:
             if not operation._state:
                 operation._purgatory = None  # nothing changed: it may be given again
@@ -290,29 +266,82 @@ class Purgatory(CompletionListener):
         operation._nkeys = nkeys
         self._estimated += 1
         if nkeys == 1:
-            operation._keys = key
-            if self._relisted != relisted:  # the callback gave or took a key's list
-                ops = watchers.get(key)
-            if ops is None:
-                watchers[key] = {operation: None}
-                self._relisted += 1
-            else:
-                # a fresh operation (it had no purgatory) is in no list yet
-                ops[operation] = None
-            self._watched += 1
-            return False
+            self._watch_one(operation, keys[0], ops, watchers_version)
+        else:
+            self._watch_each(operation, keys)
+        return False
+
+    def _check_fresh(self, operation: Operation) -> None:
+        """Refuse an operation this purgatory cannot take: closed, the operation given
+        already or done. O(1)."""
+        if self._closed:
+            raise PurgatoryClosedError(f"purgatory {self.name!r} is closed")
+        if operation._purgatory is not None:
+            raise ValueError(f"{operation!r} is already in a purgatory")
+        if operation._state:  # is_done, read directly: the hot path
+            raise ValueError(f"{operation!r} is already done")
+
+    def _check_keys(self, keys: tuple[Hashable, ...], nkeys: int) -> dict[Operation, None] | None:
+        """Refuse no keys (ValueError) and an unhashable key (TypeError); return the
+        watcher list of the only key, if there is one key and it has a list. O(nkeys)."""
+        if nkeys == 1:  # the common case: the key's list, looked up once
+            try:
+                return self._watchers.get(keys[0])  # hashes the key, in C: check and lookup
+            except TypeError as exc:
+                raise TypeError(f"keys must be hashable: {exc}") from None
+        if not nkeys:
+            raise ValueError("an operation must be watched under at least one key")
+        try:
+            hash(keys)  # hashes every key, in C (dict.fromkeys measured 380 ns: 6x more)
+        except TypeError as exc:
+            raise TypeError(f"keys must be hashable: {exc}") from None
+        return None
+
+    def _add_to_timer(self, operation: Operation) -> None:
+        """Start ``operation``'s timeout (the timer's error for a delay it refuses). O(1)."""
+        wheel_timer = self._wheel_timer
+        if wheel_timer is not None:
+            wheel_timer.add(operation)
+        else:
+            self.timer.add(operation)
+        self._num_delayed += 1
+        if cython.compiled and self._untrack:
+            gc_untrack(operation)  # see untrack_pending
+
+    def _watch_one(
+        self,
+        operation: Operation,
+        key: Hashable,
+        ops: dict[Operation, None] | None,
+        watchers_version: int,
+    ) -> None:
+        """Watch ``operation`` under its only key, whose list ``ops`` was looked up at
+        ``watchers_version``. O(1)."""
+        operation._keys = key
+        if self._watchers_version != watchers_version:  # a callback gave or took a list
+            ops = self._watchers.get(key)
+        if ops is None:
+            self._watchers[key] = {operation: None}
+            self._watchers_version += 1
+        else:
+            # a fresh operation (it had no purgatory) is in no list yet
+            ops[operation] = None
+        self._watched += 1
+
+    def _watch_each(self, operation: Operation, keys: tuple[Hashable, ...]) -> None:
+        """Watch ``operation`` under each of ``keys``, once per key. O(len(keys))."""
         operation._keys = keys
+        watchers = self._watchers
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {operation: None}
-                self._relisted += 1
+                self._watchers_version += 1
             elif operation not in ops:
                 ops[operation] = None
             else:
                 continue  # a key given twice
             self._watched += 1
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try the operations watched on ``key``; return how many this call completed.
@@ -352,10 +381,10 @@ class Purgatory(CompletionListener):
         finally:
             if not ops and self._watchers.get(key) is ops:
                 del self._watchers[key]
-                self._relisted += 1
+                self._watchers_version += 1
             self._depth -= 1
             if self._purge_due and not self._depth:
-                self._leave()
+                self._purge_if_deferred()
         if errors:  # the message is built only then: an f-string per call cost ~1,400 instructions
             raise_collected(f"{len(errors)} operations failed in {self.name!r}", errors)
         return completed
@@ -371,18 +400,18 @@ class Purgatory(CompletionListener):
         ops = self._watchers.pop(key, None)
         if ops is None:
             return []
-        self._relisted += 1
+        self._watchers_version += 1
         self._watched -= len(ops)
         listed = list(ops)
         ops.clear()  # a walk of this key going on sees its list emptied
         error = OperationCancelledError(f"cancelled: key {key!r} of {self.name!r}")
         self._depth += 1  # one purge check at the end, not one per operation
         try:
-            cancelled = [op for op in listed if op._abandon(error)]
+            cancelled = [op for op in listed if op._cancel_with(error)]
         finally:
             self._depth -= 1
             if self._purge_due and not self._depth:
-                self._leave()
+                self._purge_if_deferred()
         return cancelled
 
     @property
@@ -448,7 +477,7 @@ class Purgatory(CompletionListener):
             return 0
         if not ops:
             del watchers[key]
-            self._relisted += 1
+            self._watchers_version += 1
         return 1
 
     @property
@@ -480,35 +509,30 @@ class Purgatory(CompletionListener):
         if not self._closed:
             self._closed = True
             self._untrack = False
-            error = PurgatoryClosedError(f"purgatory {self.name!r} closed")
+            error = self._closed_error()
             watchers = self._watchers
             self._watchers = {}
-            self._relisted += 1
+            self._watchers_version += 1
             self._watched = 0
             self._done_watched = []
             for ops in watchers.values():
                 listed = list(ops)
                 ops.clear()  # a walk going on sees its list emptied
                 for op in listed:
-                    op._abandon(error)
+                    op._cancel_with(error)
             self._done_watched = []  # their keys are gone with the lists
 
-    def report_exception(
-        self,
-        message: str,
-        exc: BaseException,
-        collected: list[BaseException] | None,
-        **context: Any,
-    ) -> None:
-        """Where a callback's exception goes during a walk: here, into ``collected``
-        (raised when the walk is done). The async shell's purgatory overrides this
-        to report to the running loop. O(1)."""
-        collect(exc, collected)
+    def _closed_error(self) -> PurgatoryClosedError:
+        """What the operations cancelled by closing raise."""
+        return PurgatoryClosedError(f"purgatory {self.name!r} closed")
+
+    #: where a callback's exception goes during a pass (see :mod:`.report`)
+    report_exception = collect_exception
 
     # -- bookkeeping ---------------------------------------------------------
 
     def _operation_cancelled(self, op: Operation, from_timer: bool) -> None:
-        """Called by ``Operation._abandon`` of an operation given to this purgatory
+        """Called by ``Operation._cancel_with`` of an operation given to this purgatory
         (``op.cancel()``, ``cancel_for_key``, ``shutdown``): counters and purge. O(1)."""
         self._cancelled += 1
         if from_timer:
@@ -527,7 +551,7 @@ class Purgatory(CompletionListener):
             self._num_delayed -= 1
         if op._expiring:
             self._expired += 1
-            wheel = self._wheel
+            wheel = self._wheel_timer
             now_ms = wheel.poll_now_ms() if wheel is not None else self.timer.poll_now_ms()
             self._lateness.record(now_ms - op.expiration_ms)
         else:
@@ -542,7 +566,7 @@ class Purgatory(CompletionListener):
         else:
             self._purge()
 
-    def _leave(self) -> None:
+    def _purge_if_deferred(self) -> None:
         """Run the purge deferred while callbacks ran (call at depth 0)."""
         self._purge_due = False
         if self._estimated - self._num_delayed > self.purge_interval:

@@ -81,12 +81,12 @@ import math
 import operator
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ._signature import InitSignature, init_doc
 from .clock import Clock
 from .delay_queue import DelayQueue
-from .report import collect, raise_collected
+from .report import collect_exception, raise_collected
 from .timer_list import TaskCounter, TaskSink, TimerTask, TimerTaskList
 from .timing_wheel import TimingWheel
 
@@ -483,17 +483,8 @@ class WheelTimer(TaskSink):
                 f"Exception in timer task of {self.name!r}", exc, self._errors, task=task
             )
 
-    def report_exception(
-        self,
-        message: str,
-        exc: BaseException,
-        collected: list[BaseException] | None,
-        **context: Any,
-    ) -> None:
-        """Where a task's exception goes: here, into ``collected`` (``poll`` raises
-        them after its pass), or raised at once with no list. The async shell's
-        timer overrides this to report to the running loop instead. O(1)."""
-        collect(exc, collected)
+    #: where a callback's exception goes during a pass (see :mod:`.report`)
+    report_exception = collect_exception
 
     def poll_now_ms(self) -> int:
         """The clock time the running ``poll`` works to (tasks it runs may ask, to

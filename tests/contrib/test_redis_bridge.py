@@ -729,7 +729,7 @@ async def test_entering_with_redis_down_runs_local_then_catches_up(tmp_path: Pat
 @pytest.mark.asyncio
 async def test_publisher_misuse_fails_in_one_line() -> None:
     publisher = KeyPublisher("redis://127.0.0.1:1")
-    with pytest.raises(RuntimeError, match=r"^publisher on '.*' is not started \(use async"):
+    with pytest.raises(RuntimeError, match=r"^KeyPublisher on '.*' is not started \(use async"):
         publisher.publish("k")
     async with publisher:
         with pytest.raises(RuntimeError, match="runs already"):

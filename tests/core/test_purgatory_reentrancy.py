@@ -17,11 +17,11 @@ import random
 
 import pytest
 
-from purgatory import DelayedOperation
+from purgatory import DelayedOperation, PurgatoryClosedError
 from purgatory.core import Purgatory
 from purgatory.testing import ManualClock
 
-from ..purgatory_kit import manual_purgatory
+from ..purgatory_kit import MockOp, manual_purgatory
 
 KEYS = ("a", "b", "c", "d", "e")
 SEEDS = range(64)
@@ -155,4 +155,32 @@ def test_an_operation_done_by_its_own_first_try_is_neither_timed_nor_watched() -
     assert op.is_completed
     assert (p.num_delayed, p.watched, len(p.timer)) == (0, 0, 0)
     assert p.statistics().completed_early == 1
+    p._check_invariants()
+
+
+def test_an_operation_whose_first_try_closes_the_purgatory_is_cancelled_as_closing_does() -> None:
+    """Its ``try_complete`` shuts the purgatory down and returns False: the operation,
+    pending and not yet watched when ``shutdown`` cancelled the others, is cancelled
+    with the same error, neither timed nor watched (it was timed, counted as watched
+    and listed in the lists ``shutdown`` had just dropped: pending for ever)."""
+    clock = ManualClock(0)
+    p = manual_purgatory(clock)
+    waiting = MockOp(10)
+    p.try_complete_else_watch(waiting, ["a"])
+
+    class Closing(DelayedOperation[None]):
+        def try_complete(self) -> bool:
+            p.shutdown()
+            return False
+
+        def on_complete(self) -> None:
+            pass
+
+    op = Closing(10)
+    assert p.try_complete_else_watch(op, ["a"]) is False
+    assert op.is_cancelled and waiting.is_cancelled
+    with pytest.raises(PurgatoryClosedError, match="closed"):
+        op.result()
+    assert (p.num_delayed, p.watched, len(p.timer), p.watched_keys()) == (0, 0, 0, [])
+    assert p.statistics().cancelled == 2
     p._check_invariants()

@@ -2,8 +2,9 @@
 asyncio) or trio (anyio on trio), or none.
 
 Everything of the async shell that depends on the library (the reaper's sleep
-and task, awaiting an operation, where callback errors go, scheduling from
-another thread, the loop's clock) is a method of a :class:`~.base.Backend`, and
+and task, where callback errors go, scheduling from another thread, the loop's
+clock) is a method of a :class:`~.base.Backend` (awaiting an operation too, but on
+asyncio the core does it itself: see :mod:`purgatory.aio.operation`), and
 :func:`current_backend` picks the backend of the running library, in this order
 (the order keeps the asyncio path as cheap as it was before trio was supported):
 
@@ -22,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
-from ...core.operation import Operation, set_await_hooks
+from ...core.report import collect_exception
 from .asyncio_backend import AsyncioBackend
 from .base import Backend
 
@@ -84,40 +85,24 @@ def require_backend(what: str) -> Backend:
     return backend
 
 
-def _await_otherwise(op: Operation) -> Generator[Any, None, Any]:
-    """``await op`` when ``op`` is done or no asyncio loop runs: the outcome at once, or
-    a wait through the running library's backend (trio). O(1).
-
-    The asyncio case is the core's ``Operation.__await__`` itself (compiled: no frame
-    of ours per await; 1,130 instructions a wait less than this module's Python
-    function did, callgrind, uvloop): it makes one future, registers it as the
-    operation's waiter and hands the task that future's own (C) iterator, as
-    ``AsyncioBackend.wait`` does. A cancelled awaiter's future is done, so settling
-    skips it, and ``Operation.add_waiter`` drops such futures as it goes.
-    """
-    if op.is_done:
-        return _settled(op)
-    return require_backend("awaiting an operation").wait(op)
-
-
-set_await_hooks(running_loop, _await_otherwise)  # ``await op`` in the core
-
-
-def _settled(op: Operation) -> Generator[Any, None, Any]:
-    """A generator that returns (or raises) a done operation's outcome at once."""
-    outcome = op.result()
-    yield from ()  # makes this a generator; yields nothing
-    return outcome
-
-
-def report_to_running_library(message: str, exc: BaseException, context: dict[str, Any]) -> bool:
-    """Report a callback's exception to the running library (the loop's exception
-    handler; on trio the ``"purgatory"`` logger); False if none runs. O(1)."""
+def report_to_running_library(
+    owner: object,
+    message: str,
+    exc: BaseException,
+    collected: list[BaseException] | None,
+    **context: Any,
+) -> None:
+    """``report_exception(message, exc, collected, **context)``, the async shell's rule,
+    a method of its timer and purgatory (``report_exception =
+    report_to_running_library``): a callback's exception goes to the running library
+    (the loop's exception handler with ``message`` and ``context``; on trio the
+    ``"purgatory"`` logger); with none running, the core's rule
+    (``purgatory.core.report.collect_exception``). O(1)."""
     backend = current_backend()
     if backend is None:
-        return False
-    backend.report(message, exc, context)
-    return True
+        collect_exception(owner, message, exc, collected)
+    else:
+        backend.report(message, exc, context)
 
 
 def _time_without_loop() -> float:

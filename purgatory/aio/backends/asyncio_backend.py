@@ -3,8 +3,10 @@
 ==========================  =================================================
 reaper's timed wake-up      one ``loop.call_later`` handle resolving a future
 reaper's task               ``loop.create_task``, awaited when it stops
-one awaiter of an op        an ``asyncio.Future`` registered as its waiter;
-                            a cancelled awaiter's future leaves the operation
+one awaiter of an op        an ``asyncio.Future`` registered as its waiter (by
+                            the core's ``Operation.__await__`` itself, in C on
+                            the compiled build); a cancelled awaiter's future
+                            leaves the operation
 errors from callbacks       ``loop.call_exception_handler`` (by default logged
                             at ERROR on the ``"asyncio"`` logger)
 ``call_threadsafe``         ``loop.call_soon_threadsafe``
@@ -17,12 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import BaseEventLoop
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from time import monotonic
-from types import TracebackType
 from typing import Any, TypeVar
 
-from ...core.operation import Operation
 from ...core.timer import WheelTimer
 from .base import SleeperBase
 
@@ -93,12 +93,7 @@ class _TaskHandle:
     async def join(self) -> None:
         await self._task
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    async def exit(self, exc: BaseException | None) -> bool:
         await self._task
         return False
 
@@ -123,14 +118,6 @@ class AsyncioBackend:
 
     def yield_now(self) -> Awaitable[None]:
         return asyncio.sleep(0)
-
-    def wait(self, op: Operation) -> Generator[Any, None, Any]:
-        """Wait for a pending ``op`` in this task: one future, registered as a waiter;
-        the caller iterates the future itself. A cancelled awaiter leaves its future
-        cancelled (done), which settling skips and ``add_waiter`` prunes. O(1)."""
-        fut: asyncio.Future[Any] = self.loop.create_future()
-        op.add_waiter(fut)
-        return fut.__await__()
 
     def report(self, message: str, exc: BaseException, context: dict[str, Any]) -> None:
         self.loop.call_exception_handler({"message": message, "exception": exc, **context})

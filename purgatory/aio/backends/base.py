@@ -10,7 +10,6 @@ method                     for                                       used by
                            woken earlier when work appears earlier   ``advance_clock``
 ``start_task(fn, name)``   run the reaper's loop as a task           reaper
 ``yield_now()``            let the library breathe between polls     reaper
-``wait(op)``               wait for an operation's outcome           ``await op``
 ``report(msg, exc, ctx)``  where a callback's exception goes         timer, purgatory
 ``threadsafe_scheduler()`` run a call on this loop from any thread   ``call_threadsafe``
 ``time_reader()``          read this library's clock, in seconds     :class:`LoopClock`
@@ -18,15 +17,18 @@ method                     for                                       used by
 
 The asyncio backend (:mod:`.asyncio_backend`) serves asyncio, uvloop and anyio on
 asyncio; the trio backend (:mod:`.trio_backend`) trio and anyio on trio.
+
+Awaiting an operation is no method here: on asyncio the core's
+``Operation.__await__`` makes the one future itself (in C on the compiled build),
+and on trio :mod:`purgatory.aio.operation`, which owns ``await op``'s hooks, calls
+``TrioBackend.wait``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from types import TracebackType
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-from ...core.operation import Operation
 from ...core.timer import WheelTimer
 
 __all__ = ["Backend", "Sleeper", "SleeperBase", "TaskHandle"]
@@ -55,15 +57,10 @@ class TaskHandle(Protocol):
     async def join(self) -> None:
         """Wait for a task asked to stop (asyncio); trio: returns at once."""
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        """Release the task at the end of the ``async with`` block that started it;
-        True to suppress ``exc`` (only trio's nursery ever does, for its own
-        cancellation)."""
+    async def exit(self, exc: BaseException | None) -> bool:
+        """Release the task at the end of the ``async with`` block that started it,
+        which ``exc`` ended (None: no exception); True to suppress ``exc`` (only trio's
+        nursery ever does, for its own cancellation)."""
 
 
 class Backend(Protocol):
@@ -78,8 +75,6 @@ class Backend(Protocol):
     ) -> TaskHandle: ...
 
     def yield_now(self) -> Awaitable[None]: ...
-
-    def wait(self, op: Operation) -> Generator[Any, None, Any]: ...
 
     def report(self, message: str, exc: BaseException, context: dict[str, Any]) -> None: ...
 

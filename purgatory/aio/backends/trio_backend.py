@@ -48,7 +48,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import outcome
@@ -127,13 +126,10 @@ class _NurseryTask:
     async def join(self) -> None:
         """A nursery closes only in the block that opened it: see :meth:`exit`."""
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    async def exit(self, exc: BaseException | None) -> bool:
         """Close the nursery (its task was asked to stop); see :func:`_only_the_body`."""
+        exc_type = None if exc is None else type(exc)
+        tb = None if exc is None else exc.__traceback__
         try:
             return bool(await self._manager.__aexit__(exc_type, exc, tb))
         except BaseExceptionGroup as group:

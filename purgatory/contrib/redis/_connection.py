@@ -1,0 +1,218 @@
+"""What both sides of a bridge share: a task on the loop that keeps a Redis connection.
+
+:class:`KeyPublisher` and :class:`KeyEvents` are each a :class:`_ChannelTask`: one task on
+the running asyncio loop, started once and closed once (``async with`` is
+:meth:`~_ChannelTask.start` then :meth:`~_ChannelTask.close`), that talks to Redis through
+a client of its own (:meth:`~_ChannelTask._new_client`: it fails fast and never retries by
+itself) and retries on its :class:`~._reconnect.ReconnectSchedule` when the connection
+fails.
+
+Outages. A failure starts an outage unless one is going on: one WARNING line on the
+``purgatory.contrib.redis`` logger, with the error and no traceback (a traceback too
+when the error is no network failure: a bug, logged where it happened), and the
+outage is counted; the failed attempts that follow log at DEBUG. The first success
+after it ends it with one INFO line: how long it lasted, and what the side did
+about it (the keys the publisher still holds, the keys the subscriber re-checked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any, Self, TypedDict
+
+import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from ._reconnect import ReconnectSchedule
+
+__all__ = ["FAILURES", "Settings", "aclose", "check_timing", "describe", "logger"]
+
+#: one logger for the bridge, whichever module of it logs
+logger = logging.getLogger("purgatory.contrib.redis")
+
+#: What a connection failure looks like: redis-py's errors, sockets' and timeouts.
+FAILURES = (RedisError, OSError, asyncio.TimeoutError, EOFError)
+
+
+def check_timing(**values_ms: int) -> None:
+    """ValueError unless each value is a positive int (milliseconds)."""
+    for name, value in values_ms.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int (milliseconds), got {value!r}")
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def aclose(closable: Any) -> None:
+    """Close a client or pubsub, ignoring a connection that is gone already."""
+    with contextlib.suppress(*FAILURES):
+        await closable.aclose()
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for its end, cancelling again while it goes on: seen with
+    redis-py 8.1 on Python 3.11, a cancellation that reached the subscriber while its
+    dropped connection was being noticed was absorbed inside redis-py, and the task went
+    on reading. O(1) per round (every 50 ms)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.05)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        logger.error("%s ended with %s", task.get_name(), describe(error))
+
+
+class Settings(TypedDict):
+    """How a side of a bridge reaches Redis (the bridge hands its own to its publisher)."""
+
+    channel: str
+    reconnect_min_ms: int
+    reconnect_max_ms: int
+    timeout_ms: int
+    redis_options: Mapping[str, Any] | None
+
+
+class _ChannelTask:
+    """One side of a bridge on ``channel``: its task, its connection's settings and
+    outages; see the module doc. Subclasses write :meth:`_run` (the task) and say how
+    they are named in errors (the class name) and in the log (``log_name``)."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        *,
+        channel: str,
+        reconnect_min_ms: int,
+        reconnect_max_ms: int,
+        timeout_ms: int,
+        redis_options: Mapping[str, Any] | None,
+        log_name: str,
+    ) -> None:
+        check_timing(
+            reconnect_min_ms=reconnect_min_ms,
+            reconnect_max_ms=reconnect_max_ms,
+            timeout_ms=timeout_ms,
+        )
+        if reconnect_max_ms < reconnect_min_ms:
+            raise ValueError(
+                f"reconnect_max_ms ({reconnect_max_ms}) is below reconnect_min_ms "
+                f"({reconnect_min_ms})"
+            )
+        self.redis_url = redis_url
+        self.channel = channel
+        self.timeout_ms = timeout_ms
+        self._options: Mapping[str, Any] = dict(redis_options or {})
+        self.reconnect_schedule = ReconnectSchedule(reconnect_min_ms, reconnect_max_ms)
+        self._who = f"{type(self).__name__} on {channel!r}"  # errors name it so
+        self._log_name = f"{log_name} on {channel!r}"  # log lines begin so
+        self._task_name = f"{log_name.replace(' ', '-')} {channel}"  # "key-events watch:keys"
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._outages = 0
+        self._down_since_s: float | None = None  # loop time the current outage began
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has begun. O(1)."""
+        return self._closed
+
+    async def start(self) -> None:
+        """Start on the running loop. RuntimeError if it runs already, once closed, or
+        outside asyncio. O(1)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                f"{type(self).__name__} runs on asyncio (redis.asyncio): "
+                "enter it inside an asyncio or uvloop loop"
+            ) from None
+        if self._closed:
+            raise RuntimeError(f"{self._who} is closed: it cannot restart")
+        if self._task is not None:
+            raise RuntimeError(f"{self._who} runs already")
+        await self._starting()
+        self._task = asyncio.create_task(self._run(), name=self._task_name)
+
+    async def close(self) -> None:
+        """Stop the task and close its connection; what else closing does is the
+        class's (see its doc). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._closing()
+        finally:
+            task, self._task = self._task, None
+            if task is not None:
+                await _stop(task)
+            self._closed_task()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- for the subclasses --------------------------------------------------
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def _starting(self) -> None:
+        """What :meth:`start` does before it starts the task."""
+
+    async def _closing(self) -> None:
+        """What :meth:`close` does before it stops the task."""
+
+    def _closed_task(self) -> None:
+        """What :meth:`close` does once the task has ended."""
+
+    def _new_client(self) -> redis.asyncio.Redis:
+        """A client that fails fast and does not retry by itself: the task retries."""
+        kwargs: dict[str, Any] = {
+            "socket_connect_timeout": self.timeout_ms / 1000,
+            "socket_timeout": self.timeout_ms / 1000,
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+            "client_name": "purgatory-key-events",
+        }
+        kwargs.update(self._options)
+        kwargs["decode_responses"] = False  # messages are bytes (the encoding is binary)
+        return redis.asyncio.Redis.from_url(self.redis_url, **kwargs)
+
+    def _connection_failed(self, exc: Exception, lost: str) -> None:
+        """The connection (or an attempt) failed with ``exc``: log it (see the module
+        doc; ``lost`` says what the outage means for this side) and count a new
+        outage. O(1)."""
+        if not isinstance(exc, FAILURES):  # a bug, not the network: say where
+            logger.exception("%s: unexpected error", self._log_name)
+        if self._down_since_s is not None:
+            logger.debug("%s: retry failed: %s", self._log_name, exc)
+            return
+        self._down_since_s = asyncio.get_running_loop().time()
+        self._outages += 1
+        logger.warning("%s: %s", self._log_name, lost % describe(exc))
+
+    async def _wait_to_retry(self) -> None:
+        """Sleep what the reconnect schedule says after a failure."""
+        now_ms = int(asyncio.get_running_loop().time() * 1000)
+        await asyncio.sleep(self.reconnect_schedule.failed(now_ms) / 1000)
+
+    def _connection_works(self, back: str, *args: object) -> None:
+        """The connection works (again): the schedule is told, and an outage going on
+        ends with one INFO line, ``back`` formatted with its length in seconds and
+        ``args``. O(1)."""
+        now_s = asyncio.get_running_loop().time()
+        self.reconnect_schedule.connected(int(now_s * 1000))
+        down_since_s, self._down_since_s = self._down_since_s, None
+        if down_since_s is not None:
+            logger.info("%s: " + back, self._log_name, now_s - down_since_s, *args)
