@@ -171,18 +171,19 @@ def _raised(action: Any) -> BaseException:
     return info.value
 
 
-def _bad_value(_: object) -> object:
-    raise ValueError("bad value <x>")
-
-
-def _bad_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    for _ in batches:
-        raise KeyError("nope")
-    yield from ()
-
-
 @pytest.mark.system  # Java: a Spark session
 def test_failures_of_a_real_session(spark: SparkSession, tmp_path: Path) -> None:
+    # The executor's functions are local: Spark pickles them by value. A module-level
+    # function is pickled by reference, and an executor's Python worker cannot import
+    # broker_tests when the suite runs against the installed wheels.
+    def _bad_value(_: object) -> object:
+        raise ValueError("bad value <x>")
+
+    def _bad_batches(batches: Iterator[Any]) -> Iterator[Any]:
+        for _ in batches:
+            raise KeyError("nope")
+        yield from ()
+
     missing = _raised(lambda: spark.read.parquet(str(tmp_path / "nope")))
     assert isinstance(missing, AnalysisException)
     assert failure_line(missing).startswith("AnalysisException: [PATH_NOT_FOUND]")
