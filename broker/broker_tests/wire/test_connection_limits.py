@@ -1,6 +1,10 @@
 """Per-connection limits: idle connections are closed (``connections_max_idle_ms``), a
 request that stops arriving half-way is dropped (``max_frame_wait_ms``), and a client
-that does not read its answers stops being read (``max_pending_response_bytes``)."""
+that does not read its answers stops being read (``max_pending_response_bytes``).
+
+The idle and frame-wait tests run in virtual time (:func:`purgatory.testing.
+run_in_virtual_time`), the real sockets included: a stall of the machine moves no
+deadline, so a busy connection cannot miss its turn and be closed as idle."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import pytest
 from purgatory_broker.broker import build_batch, iter_batches
 from purgatory_broker.wire import KafkaWireBroker
 from purgatory_broker.wire import _codec as codec
+
+from purgatory.testing import VirtualTimeLoop, run_in_virtual_time
 
 from .conftest import fast_config
 from .rawclient import (
@@ -39,11 +45,12 @@ async def until(condition: Callable[[], bool], what: str) -> None:
 
 
 async def until_done(task: Awaitable[T], what: str, keep_busy: RawClient) -> T:
-    """Await ``task`` while ``keep_busy`` sends a request every 20 ms."""
+    """Await ``task`` while ``keep_busy`` sends a request every 20 ms (of the loop's time)."""
     future = asyncio.ensure_future(task)
-    deadline = time.monotonic() + DEADLINE_S
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
     while not future.done():
-        assert time.monotonic() < deadline, f"not {what} within {DEADLINE_S} s"
+        assert loop.time() < deadline, f"not {what} within {DEADLINE_S} s"
         await keep_busy.request(metadata_request(TOPIC))
         await asyncio.wait([future], timeout=0.02)
     return future.result()
@@ -55,11 +62,16 @@ async def connect(wire: KafkaWireBroker) -> RawClient:
     return client
 
 
-@pytest.mark.asyncio
-async def test_a_silent_connection_is_closed_and_busy_ones_are_not() -> None:
+def test_a_silent_connection_is_closed_and_busy_ones_are_not() -> None:
+    run_in_virtual_time(_a_silent_connection_is_closed_and_busy_ones_are_not())
+
+
+async def _a_silent_connection_is_closed_and_busy_ones_are_not() -> None:
     idle_ms = 500
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, VirtualTimeLoop)
     async with KafkaWireBroker(fast_config(connections_max_idle_ms=idle_ms)) as wire:
-        started = time.monotonic()  # before the silent connection's last activity
+        started = loop.time()  # before the silent connection's last activity
         silent = await connect(wire)
         chatty = await connect(wire)
         parked = await connect(wire)
@@ -68,7 +80,7 @@ async def test_a_silent_connection_is_closed_and_busy_ones_are_not() -> None:
             await parked.send(fetch_request(TOPIC, 0, 0, max_wait_ms=4 * idle_ms))
             eof = await until_done(silent.reader.read(), "closed the silent one", chatty)
             assert eof == b""  # the broker closed it
-            assert time.monotonic() - started >= (idle_ms - 2) / 1000  # not before its time
+            assert loop.time() - started >= (idle_ms - 2) / 1000  # not before its time
             assert wire.stats.closed_idle == 1
             fetched: Any = await until_done(
                 parked.receive(codec.FetchResponse, 12), "answered the long poll", chatty
@@ -83,8 +95,12 @@ async def test_a_silent_connection_is_closed_and_busy_ones_are_not() -> None:
                 await client.close()
 
 
-@pytest.mark.asyncio
-async def test_a_request_that_stops_half_way_is_dropped_after_max_frame_wait() -> None:
+def test_a_request_that_stops_half_way_is_dropped_after_max_frame_wait() -> None:
+    run_in_virtual_time(_a_request_that_stops_half_way_is_dropped_after_max_frame_wait())
+
+
+async def _a_request_that_stops_half_way_is_dropped_after_max_frame_wait() -> None:
+    assert isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
     async with KafkaWireBroker(fast_config(max_frame_wait_ms=300)) as wire:
         frame = metadata_request(TOPIC)
         frame.with_header(correlation_id=1, client_id="slow")
