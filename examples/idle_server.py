@@ -36,7 +36,9 @@ import socket
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import NoReturn, cast
+from typing import cast
+
+from _cli import Parser
 
 from purgatory import IdleTracker, SystemTimer
 
@@ -316,19 +318,6 @@ async def serve(
             loop.remove_signal_handler(signum)
 
 
-def _one_line(parser: argparse.ArgumentParser, status: int, message: str) -> NoReturn:
-    """Exit with ``status`` after one line on stderr, ``PROG: error: WHAT``."""
-    parser.exit(status, f"{parser.prog}: error: {' '.join(message.split())}\n")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose refusal of an option is one line and status 2, like
-    every command line of the project (argparse prints its usage block above it)."""
-
-    def error(self, message: str) -> NoReturn:
-        _one_line(self, 2, f"{message} (see --help)")
-
-
 def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse (a usage error, status 2) a value its type lets through."""
     if not 0 <= args.port <= 65535:
@@ -348,9 +337,8 @@ def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(
+    parser = Parser(
         description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="Exit status: 0 after a clean shutdown, 1 if it cannot listen (port in use, "
         "host not found), 2 for a refused option.",
     )
@@ -394,14 +382,14 @@ def main(argv: list[str] | None = None) -> int:
                 import uvloop
             except ImportError:
                 coro.close()
-                _one_line(parser, 1, "--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
+                parser.fail(1, "--uvloop needs uvloop: pip install 'aio-purgatory[uvloop]'")
             print("event loop: uvloop", flush=True)
             uvloop.run(coro)
         else:
             print("event loop: asyncio", flush=True)
             asyncio.run(coro)
     except CannotListenError as exc:
-        _one_line(parser, 1, str(exc))  # a failure at run time
+        parser.fail(1, str(exc))  # a failure at run time
     except KeyboardInterrupt:  # before the signal handlers were set, or after
         sys.exit(130)  # no traceback, the shell's status for SIGINT
     return 0

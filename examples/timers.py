@@ -12,11 +12,12 @@ is given.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import sys
 from collections.abc import Callable
+
+from _cli import Parser
 
 from purgatory import SystemTimer, TimerTask
 from purgatory.core import WheelTimer, exact_quantile
@@ -74,9 +75,8 @@ async def main(tasks: int, max_delay_ms: int, seed: int) -> None:
 
 
 def run(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="The report's quantiles are exact (nearest rank), so any number of tasks works, "
         "one included. Exit status: 0 when done, 2 for a refused option.",
     )

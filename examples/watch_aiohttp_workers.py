@@ -64,6 +64,7 @@ from pathlib import Path
 from types import TracebackType
 
 import redis.asyncio
+from _cli import Parser
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
@@ -303,10 +304,7 @@ def run_workers(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
     parser.add_argument(
         "--port", type=int, default=8080, help="TCP port; 0 picks a free port for all workers"

@@ -42,7 +42,6 @@ p99 6.6 ms, and shutdown with 5,000 polls pending 0.77 s instead of 1.95.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -51,6 +50,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from _cli import Parser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from purgatory import (
@@ -405,9 +405,7 @@ def tuned_gc(threshold0: int = GC_THRESHOLD0) -> Iterator[None]:
 
 def command_line(description: str, default_port: int, argv: list[str] | None) -> tuple[str, int]:
     """The examples' shared options: ``--host`` and ``--port``."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    parser = Parser(description=description)
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
     parser.add_argument(
         "--port", type=int, default=default_port, help="TCP port; 0 picks any free port"

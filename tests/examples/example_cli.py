@@ -1,10 +1,10 @@
 """Running an example program as a user would, and reading how it refused.
 
-The library's examples parse their command lines with :mod:`argparse` (they
-depend on nothing but the library): a refused option prints argparse's usage
-and one ``PROG: error: WHAT`` line, exit status 2 (the idle server: the error line
-alone, as the broker's command lines); a failure at run time (a port in use)
-prints the error line alone, exit status 1; never a traceback.
+The library's examples parse their command lines with ``examples/_cli.py``'s
+:mod:`argparse` parser: a refused option prints one ``PROG: error: WHAT (see
+--help)`` line, exit status 2, as the broker's command lines do; a failure at run
+time (a port in use) prints the error line alone, exit status 1; never a
+traceback.
 :func:`run_example` runs one in a child process with a deadline;
 :func:`error_line` checks that contract and returns the error line.
 """
@@ -31,20 +31,14 @@ def run_example(
     )
 
 
-def error_line(
-    result: subprocess.CompletedProcess[str], *, status: int, mentions: str, usage: bool = True
-) -> str:
-    """The error line of a refusal (status 2: after argparse's usage, or alone with
-    ``usage=False``) or of a failure at run time (status 1: alone), which holds
-    ``mentions``; no traceback."""
+def error_line(result: subprocess.CompletedProcess[str], *, status: int, mentions: str) -> str:
+    """The one line on stderr of a refusal (status 2) or of a failure at run time
+    (status 1), which holds ``mentions``; no traceback."""
     err = result.stderr
     assert "Traceback" not in err and "Traceback" not in result.stdout, err
     assert result.returncode == status, (result.returncode, err)
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines, "nothing on stderr"
-    if status == 1 or not usage:
-        assert len(lines) == 1, f"expected one line on stderr:\n{err}"
-    else:
-        assert lines[0].startswith("usage: "), err
+    assert len(lines) == 1, f"expected one line on stderr:\n{err}"
     assert mentions in lines[-1], (mentions, lines[-1])
     return lines[-1]

@@ -360,7 +360,7 @@ def test_a_refused_option_is_an_error_line_and_status_2(
     tmp_path: Path, args: list[str], mentions: str
 ) -> None:
     result = _run_refused(tmp_path, *args)
-    line = error_line(result, status=2, mentions=mentions, usage=False)  # one line only
+    line = error_line(result, status=2, mentions=mentions)
     assert line.startswith("idle_server.py: error: ") and line.endswith(" (see --help)")
     assert result.stdout == ""  # refused before anything ran
 

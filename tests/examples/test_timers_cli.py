@@ -1,5 +1,5 @@
 """examples/timers.py as a user runs it: a report for any number of tasks from one,
-and bad input refused by argparse (an error line, no traceback, exit status 2,
+and bad input refused in one line (no usage block, no traceback, exit status 2,
 nothing left behind)."""
 
 from __future__ import annotations
