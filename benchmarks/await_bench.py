@@ -33,7 +33,6 @@ the moment cancels out; figures in BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import gc
@@ -43,6 +42,7 @@ from typing import Any, Protocol
 
 import anyio
 import uvloop
+from _cli import Parser, integer
 from _machine import cpu_model
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, compiled
@@ -232,9 +232,9 @@ def measure(loop_name: str, run: Run, waits: int, woken: bool, rounds: int) -> f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--waits", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--waits", type=integer(1), default=20_000)
+    parser.add_argument("--rounds", type=integer(1), default=5)
     parser.add_argument("--loops", default="asyncio,uvloop")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}; purgatory compiled: {compiled}; {args.waits} waits, best of")

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import anyio
+from _cli import Parser, integer
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, TopicPartition
 
@@ -107,9 +108,9 @@ def run(backend: str, options: dict[str, Any], args: argparse.Namespace) -> tupl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=integer(1), default=50_000)
+    parser.add_argument("--repeat", type=integer(1), default=3)
     parser.add_argument("--backends", default="asyncio,uvloop,trio")
     args = parser.parse_args()
     backends: dict[str, tuple[str, dict[str, Any]]] = {

@@ -27,7 +27,6 @@ Variants:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
@@ -40,6 +39,7 @@ from importlib.metadata import version
 from typing import Any
 
 import uvloop
+from _cli import Parser, integer
 from _machine import cpu_model
 
 import purgatory
@@ -291,10 +291,10 @@ def check_designs() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", type=int, default=100_000, help="tracked connections")
-    parser.add_argument("--touches", type=int, default=500_000, help="touches per run")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per variant (best kept)")
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=integer(1), default=100_000, help="tracked connections")
+    parser.add_argument("--touches", type=integer(1), default=500_000, help="touches per run")
+    parser.add_argument("--repeat", type=integer(1), default=3, help="runs per variant (best kept)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     check_designs()

@@ -62,6 +62,7 @@ from array import array
 from typing import Any
 
 import uvloop
+from _cli import Parser, integer
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, TopicPartition
 from purgatory.core import exact_quantile
@@ -312,8 +313,8 @@ def run_one(impl: str, args: argparse.Namespace, mix: str, peers: dict[str, str]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1_000_000)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=integer(1), default=1_000_000)
     parser.add_argument("--mix", default="both", choices=["low", "high", "both"])
     parser.add_argument(
         "--impl", default="all", choices=["purgatory", "pure", "naive", "driver", "all"]
@@ -321,7 +322,7 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
-        "--repeat", type=int, default=1, help="runs per implementation; the median is shown"
+        "--repeat", type=integer(1), default=1, help="runs per implementation; the median is shown"
     )
     parser.add_argument("--pin", type=int, default=None, help="pin each Python child to this CPU")
     parser.add_argument(

@@ -52,6 +52,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvloop
+from _cli import Parser, integer
 
 import purgatory
 from purgatory import SystemTimer, TimerTask
@@ -221,10 +222,10 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--pending", default="10000,100000,1000000")
-    parser.add_argument("--ops", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ops", type=integer(1), default=100_000)
+    parser.add_argument("--repeat", type=integer(1), default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pin", type=int, default=None, help="pin each case to this CPU")
     parser.add_argument("--best", action="store_true", help="the fastest run, not the median")

@@ -87,6 +87,7 @@ from urllib.parse import parse_qs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
+from _cli import Parser, integer  # noqa: E402
 from _machine import cpu_model  # noqa: E402
 
 # isort: split
@@ -713,12 +714,12 @@ async def bench(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--frameworks", type=lambda s: s.split(","), default=["aiohttp", "starlette"]
     )
-    parser.add_argument("--polls", type=int, default=5000, help="concurrent long polls")
-    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--polls", type=integer(1), default=5000, help="concurrent long polls")
+    parser.add_argument("--keys", type=integer(1), default=1000)
     parser.add_argument("--puts-per-s", type=float, default=40.0)
     parser.add_argument("--duration-s", type=float, default=20.0)
     parser.add_argument(

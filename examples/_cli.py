@@ -10,9 +10,30 @@ own folder (``python examples/NAME.py`` puts it on the path).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["Parser"]
+__all__ = ["PORT", "Parser", "integer"]
+
+
+def integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` (to ``high``), refused as
+    ``argument --NAME: must be an integer >= LOW, not VALUE`` (or ``from LOW to
+    HIGH``); text that is no integer as argparse refuses an ``int``."""
+    wanted = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+
+    def int_in_range(text: str) -> int:
+        value = int(text)  # ValueError: argparse's "invalid int value: 'TEXT'"
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, not {value}")
+        return value
+
+    int_in_range.__name__ = "int"  # the name argparse puts in "invalid int value"
+    return int_in_range
+
+
+#: a TCP port to listen on; 0 picks a free one
+PORT = integer(0, 65535)
 
 
 class Parser(argparse.ArgumentParser):

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import cast
 
-from _cli import Parser
+from _cli import PORT, Parser, integer
 
 from purgatory import IdleTracker, SystemTimer
 
@@ -320,11 +320,6 @@ async def serve(
 
 def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse (a usage error, status 2) a value its type lets through."""
-    if not 0 <= args.port <= 65535:
-        parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
-    for option, value in (("--timeout-ms", args.timeout_ms), ("--tick-ms", args.tick_ms)):
-        if value < 1:
-            parser.error(f"argument {option}: must be an integer >= 1, not {value}")
     for option, value, zero in (
         ("--report-s", args.report_s, False),
         ("--run-for-s", args.run_for_s, True),
@@ -343,16 +338,16 @@ def main(argv: list[str] | None = None) -> int:
         "host not found), 2 for a refused option.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
-    parser.add_argument("--port", type=int, default=8888, help="TCP port; 0 picks any free port")
+    parser.add_argument("--port", type=PORT, default=8888, help="TCP port; 0 picks any free port")
     parser.add_argument(
         "--timeout-ms",
-        type=int,
+        type=integer(1),
         default=30_000,
         help="close connections silent this long",
     )
     parser.add_argument(
         "--tick-ms",
-        type=int,
+        type=integer(1),
         default=DEFAULT_TICK_MS,
         help="the timer's tick: a connection is closed within a tick after its timeout",
     )

@@ -17,7 +17,7 @@ import random
 import sys
 from collections.abc import Callable
 
-from _cli import Parser
+from _cli import Parser, integer
 
 from purgatory import SystemTimer, TimerTask
 from purgatory.core import WheelTimer, exact_quantile
@@ -82,22 +82,19 @@ def run(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--tasks",
-        type=int,
+        type=integer(1),
         default=5000,
         help="timers to schedule, at least 1; every 10th is cancelled",
     )
     parser.add_argument(
         "--max-delay-ms",
-        type=int,
+        type=integer(1),
         default=2000,
         help="delays are drawn uniformly from 1 ms to this",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the random delays")
     parser.add_argument("--asyncio", action="store_true", help="use asyncio even if uvloop exists")
     args = parser.parse_args(argv)
-    for option, value in (("--tasks", args.tasks), ("--max-delay-ms", args.max_delay_ms)):
-        if value < 1:
-            parser.error(f"argument {option}: must be an integer >= 1, not {value}")
     try:  # the timer's own limit (2**40 ms), checked before anything runs
         WheelTimer(clock=ManualClock()).add(TimerTask(args.max_delay_ms))
     except ValueError as exc:

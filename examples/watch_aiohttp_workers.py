@@ -64,7 +64,7 @@ from pathlib import Path
 from types import TracebackType
 
 import redis.asyncio
-from _cli import Parser
+from _cli import PORT, Parser, integer
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
@@ -307,17 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
     parser.add_argument(
-        "--port", type=int, default=8080, help="TCP port; 0 picks a free port for all workers"
+        "--port", type=PORT, default=8080, help="TCP port; 0 picks a free port for all workers"
     )
-    parser.add_argument("--workers", type=int, default=4, help="worker processes")
+    parser.add_argument("--workers", type=integer(1), default=4, help="worker processes")
     parser.add_argument("--redis-url", required=True, help="the store and the key events")
     parser.add_argument("--channel", default=DEFAULT_CHANNEL, help="Redis channel of key events")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not 0 <= args.port <= 65535:
-        parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
-    if args.workers < 1:
-        parser.error(f"argument --workers: must be an integer >= 1, not {args.workers}")
     if args.worker:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve_worker(args.host, args.port, args.redis_url, args.channel))

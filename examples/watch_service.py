@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from _cli import Parser
+from _cli import PORT, Parser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from purgatory import (
@@ -408,9 +408,7 @@ def command_line(description: str, default_port: int, argv: list[str] | None) ->
     parser = Parser(description=description)
     parser.add_argument("--host", default="127.0.0.1", help="address or host name to listen on")
     parser.add_argument(
-        "--port", type=int, default=default_port, help="TCP port; 0 picks any free port"
+        "--port", type=PORT, default=default_port, help="TCP port; 0 picks any free port"
     )
     args = parser.parse_args(argv)
-    if not 0 <= args.port <= 65535:
-        parser.error(f"argument --port: must be an integer from 0 to 65535, not {args.port}")
     return str(args.host), int(args.port)

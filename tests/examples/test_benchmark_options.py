@@ -1,0 +1,51 @@
+"""The library's benchmarks refuse a count they cannot run with in one line, status 2
+(before: a count of 0 ended in a ZeroDivisionError or ValueError traceback, and a
+refused option printed argparse's usage block). They share ``examples/_cli.py``'s
+parser through the link ``benchmarks/_cli.py``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .example_cli import EXAMPLES, error_line
+
+BENCHMARKS = EXAMPLES.parent / "benchmarks"
+
+pytestmark = pytest.mark.skipif(
+    not BENCHMARKS.is_dir(), reason="the benchmarks are not here (not a source checkout)"
+)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "mentions"),
+    [
+        ("timer_bench.py", ["--ops", "0"], "argument --ops: must be an integer >= 1, not 0"),
+        ("await_bench.py", ["--waits", "0"], "argument --waits: must be an integer >= 1, not 0"),
+        ("idle_bench.py", ["--keys", "0"], "argument --keys: must be an integer >= 1, not 0"),
+        ("idle_bench.py", ["--touches", "0"], "argument --touches: must be an integer >= 1"),
+        ("purgatory_bench.py", ["--requests", "0"], "argument --requests: must be an integer"),
+        ("backends_bench.py", ["--repeat", "x"], "argument --repeat: invalid int value: 'x'"),
+        ("watch_servers_bench.py", ["--polls", "0"], "argument --polls: must be an integer >= 1"),
+    ],
+)
+def test_a_count_it_cannot_run_with_is_one_line_and_status_2(
+    tmp_path: Path, script: str, args: list[str], mentions: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    line = error_line(result, status=2, mentions=mentions)
+    assert line.startswith(f"{script}: error: ")
+    assert result.stdout == ""
