@@ -124,8 +124,10 @@ class KeyEvents(_ChannelTask):
     ``reconnect_schedule``, the publisher's ``publisher.reconnect_schedule``),
     ``timeout_ms`` bounds a connect and a command, ``health_check_ms`` is the silence
     after which the subscriber pings (and how long the pong may take),
-    ``close_timeout_ms`` bounds the final send. ``redis_options`` go to
-    ``redis.asyncio.Redis.from_url`` (see :class:`KeyPublisher`).
+    ``close_timeout_ms`` bounds the final send, ``probe_ms`` is the interval (and
+    timeout) of the probes during the longer reconnect waits (back within about
+    ``probe_ms`` of Redis answering again). ``redis_url`` and ``redis_options`` are as
+    :class:`KeyPublisher` says (a ``redis+sentinel://`` URL for Redis Sentinel).
 
     ``refresh`` (a :data:`Refresh`: ``async def refresh(keys: Sequence[Hashable]) ->
     None``), for a process whose operations read a local cache of shared state: awaited
@@ -156,6 +158,7 @@ class KeyEvents(_ChannelTask):
         close_timeout_ms: int = 1000,
         redis_options: Mapping[str, Any] | None = None,
         refresh: Refresh | None = None,
+        probe_ms: int = 50,
     ) -> None:
         check_timing(health_check_ms=health_check_ms)
         settings = Settings(
@@ -164,6 +167,7 @@ class KeyEvents(_ChannelTask):
             reconnect_max_ms=reconnect_max_ms,
             timeout_ms=timeout_ms,
             redis_options=redis_options,
+            probe_ms=probe_ms,
         )
         super().__init__(redis_url, log_name="key events", **settings)
         self.publisher = KeyPublisher(redis_url, close_timeout_ms=close_timeout_ms, **settings)
