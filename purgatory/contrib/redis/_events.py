@@ -38,10 +38,11 @@ anyway, and with the re-check in place the stream adds a Redis write and memory 
 and no guarantee. The re-check costs one ``check_and_complete`` per watched key, once per
 reconnect, done in chunks of :data:`RECHECK_CHUNK` keys that yield to the loop (measured in
 BENCHMARKS.md, "Key events through Redis": 0.3 µs per watched key, 30 ms for 100,000;
-after a 1 s Redis restart, on a shared 2-core machine, the subscribers were subscribed
-again 92-444 ms after Redis answered again, the reconnect schedule's wait, and every
-watcher whose condition had become true meanwhile was answered within 0.7 ms of its
-subscription).
+after a 1 s Redis restart, on a shared 2-core machine, every watcher whose condition had
+become true meanwhile was answered within 0.7 ms of its subscription). The subscription
+itself comes back within about ``probe_ms`` of Redis answering again, however long the
+outage (the probes of :mod:`._reconnect`; measured in
+``benchmarks/redis_reconnect_bench.py``: at most 52 ms after 0.2, 1 and 10 s outages).
 
 A paused or unreachable Redis (``SIGSTOP``, a network partition: the TCP connection stays
 up and silent): the subscriber pings after ``health_check_ms`` without a message and

@@ -40,7 +40,7 @@ class KeyPublisher(_ChannelTask):
     ``redis_url``: ``redis://``, ``rediss://`` or ``unix://`` for one Redis, or
     ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]``
     for Redis Sentinel (the sentinels' addresses and the primary's name: the side
-    follows a failover to the promoted replica; see :mod:`._sentinel`).
+    follows a failover to the promoted replica).
     ``redis_options`` are passed to ``redis.asyncio.Redis.from_url`` (TLS, credentials,
     ...; through Sentinel, to the primary's connections, and
     ``redis_options["sentinel_kwargs"]`` to the sentinels'), over the bridge's own:
