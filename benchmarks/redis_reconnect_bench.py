@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import cpu_model  # noqa: E402
-from redis_bridge_bench import Redis, quantile  # noqa: E402
+from redis_bridge_bench import Redis, Subscriptions, quantile  # noqa: E402
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory  # noqa: E402
 from purgatory.contrib.redis import KeyEvents, KeyPublisher  # noqa: E402
@@ -73,29 +73,14 @@ class Ready(DelayedOperation[None]):
         self.at = time.monotonic()
 
 
-class Noted:
-    """A purgatory whose ``watched_keys()`` notes when it was called: the bridge calls
-    it first thing after each confirmed subscription."""
-
-    def __init__(self, purgatory: DelayedOperationPurgatory[Ready]) -> None:
-        self.purgatory = purgatory
-        self.subscribed_at: list[float] = []
-
-    def check_and_complete(self, key: Hashable) -> int:
-        return self.purgatory.check_and_complete(key)
-
-    def watched_keys(self) -> list[Hashable]:
-        self.subscribed_at.append(time.monotonic())
-        return self.purgatory.watched_keys()
-
-
 class Bridges:
     """``count`` purgatories, each with a bridge on ``url``, and a publisher."""
 
     def __init__(self, url: str, count: int, probe_ms: int) -> None:
         self.url, self.count, self.probe_ms = url, count, probe_ms
         self.ready: set[Hashable] = set()
-        self.noted: list[Noted] = []
+        self.purgatories: list[DelayedOperationPurgatory[Ready]] = []
+        self.noted: list[Subscriptions] = []  # each purgatory, noting its subscriptions
         self.events: list[KeyEvents] = []
         self.publisher = KeyPublisher(url, channel=CHANNEL, probe_ms=probe_ms)
 
@@ -103,9 +88,10 @@ class Bridges:
         for i in range(self.count):
             purgatory = DelayedOperationPurgatory[Ready](f"bench{i}")
             await purgatory.__aenter__()
-            noted = Noted(purgatory)
+            noted = Subscriptions(purgatory)
             events = KeyEvents(noted, self.url, channel=CHANNEL, probe_ms=self.probe_ms)
             await events.start()
+            self.purgatories.append(purgatory)
             self.noted.append(noted)
             self.events.append(events)
         await self.publisher.start()
@@ -115,14 +101,14 @@ class Bridges:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.publisher.close()
-        for events, noted in zip(self.events, self.noted, strict=True):
+        for events, purgatory in zip(self.events, self.purgatories, strict=True):
             await events.close()
-            await noted.purgatory.__aexit__(None, None, None)
+            await purgatory.__aexit__(None, None, None)
 
     def watch(self, key: str) -> list[Ready]:
-        ops = [Ready(self.ready, key) for _ in self.noted]
-        for op, noted in zip(ops, self.noted, strict=True):
-            assert not noted.purgatory.try_complete_else_watch(op, [key])
+        ops = [Ready(self.ready, key) for _ in self.purgatories]
+        for op, purgatory in zip(ops, self.purgatories, strict=True):
+            assert not purgatory.try_complete_else_watch(op, [key])
         return ops
 
     async def back(self, since: float, ops: list[Ready]) -> list[tuple[float, float]]:
@@ -132,7 +118,7 @@ class Bridges:
             while not all(e.subscribed for e in self.events):
                 await asyncio.sleep(0.005)
         return [
-            (1000 * (min(t for t in n.subscribed_at if t >= since) - since), 1000 * (op.at - since))
+            (1000 * (min(t for t in n.confirmed_at if t >= since) - since), 1000 * (op.at - since))
             for n, op in zip(self.noted, ops, strict=True)
         ]
 
