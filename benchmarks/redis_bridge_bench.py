@@ -70,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 from _machine import cpu_model  # noqa: E402
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory  # noqa: E402
-from purgatory.contrib.redis import KeyEvents, KeyPublisher, encode_key  # noqa: E402
+from purgatory.contrib.redis import KeyEvents, KeyPublisher, Watchers, encode_key  # noqa: E402
 
 CHANNEL = "bench:keys"
 DEADLINE_S = 300  # the whole run, at most; then everything is killed
@@ -165,7 +165,7 @@ class Subscriptions:
     """The purgatory as the bridge sees it, noting when each subscription was confirmed:
     the bridge calls ``watched_keys()`` first thing after every ``subscribe`` reply."""
 
-    def __init__(self, purgatory: DelayedOperationPurgatory[Poll]) -> None:
+    def __init__(self, purgatory: Watchers) -> None:
         self.purgatory = purgatory
         self.confirmed_at: list[float] = []
 

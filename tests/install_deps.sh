@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the test suite needs beyond the Python packages of the dev extra: kcat and
-# redis-server (Debian's packages, one apt-get for both, as root) and, in the repository,
+# What the test suite needs beyond the Python packages of the dev extra: kcat,
+# redis-server and redis-sentinel (Debian's packages, one apt-get for all, as root) and, in the repository,
 # the application's Node.js Kafka clients (npm ci from their lock file). Idempotent and quiet: what is there is kept.
 # The README's test command runs it; the scripts it calls can also run on their own.
 set -euo pipefail
@@ -9,6 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         echo "install_deps.sh: ${missing[*]} missing; install as root with apt-get install ${missing[*]}" >&2
@@ -23,4 +24,4 @@ matrix="$here/../broker/broker_tests/wire/clients/install.sh"
 if [ -f "$matrix" ]; then
     bash "$matrix"  # kcat is there now: the Node clients
 fi
-bash "$here/contrib/install_redis.sh"                   # redis-server is there now: a check
+bash "$here/contrib/install_redis.sh"                   # redis-server and redis-sentinel are there now: a check

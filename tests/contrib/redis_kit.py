@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -27,11 +28,12 @@ import pytest
 INSTALL = "bash tests/contrib/install_redis.sh"
 
 
-def redis_server_path() -> str:
-    """The redis-server executable, or fail the test with one line."""
-    path = shutil.which("redis-server")
+def redis_server_path(program: str = "redis-server") -> str:
+    """The redis-server executable (or ``program``: redis-sentinel), or fail the test
+    with one line."""
+    path = shutil.which(program)
     if path is None:
-        pytest.fail(f"redis-server is not installed: run `{INSTALL}` (as root)", pytrace=False)
+        pytest.fail(f"{program} is not installed: run `{INSTALL}` (as root)", pytrace=False)
     return path
 
 
@@ -60,9 +62,12 @@ def _encode(*args: str | bytes) -> bytes:
 class RedisServer:
     """One redis-server process (no persistence) at ``url``; see the module doc."""
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.program = redis_server_path()
         self.directory = directory
+        self.extra_args = list(extra_args)  # more redis-server options (--replicaof ...)
         self.port = free_port() if port is None else port
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -75,19 +80,7 @@ class RedisServer:
         log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
         try:
             self.proc = subprocess.Popen(
-                [
-                    self.program,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    str(self.directory),
-                ],
+                self.argv(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
@@ -109,6 +102,23 @@ class RedisServer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"redis-server on port {self.port} not ready in {timeout_s} s")
             time.sleep(0.02)
+
+    def argv(self) -> list[str]:
+        """The command line that starts it."""
+        return [
+            self.program,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+            *self.extra_args,
+        ]
 
     def kill(self) -> None:
         """SIGKILL it (resumed first if paused) and reap it. Idempotent."""

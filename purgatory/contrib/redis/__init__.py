@@ -28,7 +28,11 @@ The bridge, one job a module: :mod:`._encoding` (a key as a message, one channel
 every key), :mod:`._events` (:class:`KeyEvents`: the subscriber, the re-check that covers
 what pub/sub loses, ``refresh`` for a process that reads a local cache),
 :mod:`._publisher` (:class:`KeyPublisher`: keys kept through outages),
-:mod:`._reconnect` (:class:`ReconnectSchedule`: the waits between attempts) and
+:mod:`._reconnect` (:class:`ReconnectSchedule`: the waits between attempts, and the
+probes that bring a side back within ``probe_ms`` of Redis answering again),
+:mod:`._probe` (a probe: a connect and an inline ``PING``), :mod:`._sentinel` (Redis
+Sentinel: a ``redis+sentinel://host:port,host:port/service_name`` URL makes both sides
+talk to whichever Redis the sentinels name as the primary, and follow a failover) and
 :mod:`._connection` (what both sides share: the task's lifecycle and the outages, each
 logged as one WARNING line when it starts and one INFO line when it ends on the
 ``purgatory.contrib.redis`` logger).

@@ -5,7 +5,10 @@ the running asyncio loop, started once and closed once (``async with`` is
 :meth:`~_ChannelTask.start` then :meth:`~_ChannelTask.close`), that talks to Redis through
 a client of its own (:meth:`~_ChannelTask._new_client`: it fails fast and never retries by
 itself) and retries on its :class:`~._reconnect.ReconnectSchedule` when the connection
-fails.
+fails, probing Redis (:mod:`._probe`) every ``probe_ms`` during the longer waits so
+that it is back within a probe interval of Redis answering again. A
+``redis+sentinel://`` URL makes the client and the probe go through the sentinels
+(:mod:`._sentinel`): to whichever Redis they name as the primary.
 
 Outages. A failure starts an outage unless one is going on: one WARNING line on the
 ``purgatory.contrib.redis`` logger, with the error and no traceback (a traceback too
@@ -21,14 +24,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any, Self, TypedDict
+from typing import Any, NotRequired, Self, TypedDict
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from ._probe import Address, address_of, answers
 from ._reconnect import ReconnectSchedule
+from ._sentinel import SentinelPrimary, parse_sentinel_url
 
 __all__ = ["FAILURES", "Settings", "aclose", "check_timing", "describe", "logger"]
 
@@ -78,6 +83,7 @@ class Settings(TypedDict):
     reconnect_max_ms: int
     timeout_ms: int
     redis_options: Mapping[str, Any] | None
+    probe_ms: NotRequired[int]
 
 
 class _ChannelTask:
@@ -95,11 +101,13 @@ class _ChannelTask:
         timeout_ms: int,
         redis_options: Mapping[str, Any] | None,
         log_name: str,
+        probe_ms: int = 50,
     ) -> None:
         check_timing(
             reconnect_min_ms=reconnect_min_ms,
             reconnect_max_ms=reconnect_max_ms,
             timeout_ms=timeout_ms,
+            probe_ms=probe_ms,
         )
         if reconnect_max_ms < reconnect_min_ms:
             raise ValueError(
@@ -109,8 +117,20 @@ class _ChannelTask:
         self.redis_url = redis_url
         self.channel = channel
         self.timeout_ms = timeout_ms
-        self._options: Mapping[str, Any] = dict(redis_options or {})
-        self.reconnect_schedule = ReconnectSchedule(reconnect_min_ms, reconnect_max_ms)
+        self.probe_ms = probe_ms
+        options = dict(redis_options or {})
+        sentinel_options = options.pop("sentinel_kwargs", None)
+        self._options: Mapping[str, Any] = options
+        self.reconnect_schedule = ReconnectSchedule(
+            reconnect_min_ms, reconnect_max_ms, probe_ms=probe_ms
+        )
+        self._probe_target: tuple[Address, bool] | None = None  # address_of(url), once
+        self._sentinel: SentinelPrimary | None = None  # a redis+sentinel:// URL's
+        sentinel_url = parse_sentinel_url(redis_url)
+        if sentinel_url is not None:
+            self._sentinel = SentinelPrimary(
+                sentinel_url, self._client_options(), self._sentinel_options(sentinel_options)
+            )
         self._who = f"{type(self).__name__} on {channel!r}"  # errors name it so
         self._log_name = f"{log_name} on {channel!r}"  # log lines begin so
         self._task_name = f"{log_name.replace(' ', '-')} {channel}"  # "key-events watch:keys"
@@ -153,6 +173,8 @@ class _ChannelTask:
             task, self._task = self._task, None
             if task is not None:
                 await _stop(task)
+            if self._sentinel is not None:
+                await self._sentinel.aclose()
             self._closed_task()
 
     async def __aenter__(self) -> Self:
@@ -177,7 +199,15 @@ class _ChannelTask:
         """What :meth:`close` does once the task has ended."""
 
     def _new_client(self) -> redis.asyncio.Redis:
-        """A client that fails fast and does not retry by itself: the task retries."""
+        """A client that fails fast and does not retry by itself: the task retries.
+        Through Sentinel, its connections go to the primary the sentinels name."""
+        if self._sentinel is not None:
+            return self._sentinel.client()
+        return redis.asyncio.Redis.from_url(self.redis_url, **self._client_options())
+
+    def _client_options(self) -> dict[str, Any]:
+        """redis-py's options for a client: fail fast, no retry, ``redis_options`` over
+        them, bytes."""
         kwargs: dict[str, Any] = {
             "socket_connect_timeout": self.timeout_ms / 1000,
             "socket_timeout": self.timeout_ms / 1000,
@@ -187,7 +217,33 @@ class _ChannelTask:
         }
         kwargs.update(self._options)
         kwargs["decode_responses"] = False  # messages are bytes (the encoding is binary)
-        return redis.asyncio.Redis.from_url(self.redis_url, **kwargs)
+        return kwargs
+
+    def _sentinel_options(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """redis-py's options for the connections to the sentinels: fail fast and no
+        retry as for Redis, ``redis_options["sentinel_kwargs"]`` over them."""
+        kwargs: dict[str, Any] = {
+            "socket_connect_timeout": self.timeout_ms / 1000,
+            "socket_timeout": self.timeout_ms / 1000,
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+        }
+        kwargs.update(given or {})
+        return kwargs
+
+    async def _probe(self) -> bool:
+        """Does Redis answer now (see :mod:`._probe`; through Sentinel: do the sentinels
+        name a primary that answers)? Bounded by ``probe_ms``; False for a URL that
+        names no address (the attempts report it). O(1)."""
+        if self._sentinel is not None:
+            return await self._sentinel.probe(self.probe_ms)
+        if self._probe_target is None:
+            try:
+                self._probe_target = address_of(self.redis_url)
+            except ValueError:
+                return False
+        address, ping = self._probe_target
+        return await answers(address, self.probe_ms, ping=ping)
 
     def _connection_failed(self, exc: Exception, lost: str) -> None:
         """The connection (or an attempt) failed with ``exc``: log it (see the module
@@ -203,9 +259,23 @@ class _ChannelTask:
         logger.warning("%s: %s", self._log_name, lost % describe(exc))
 
     async def _wait_to_retry(self) -> None:
-        """Sleep what the reconnect schedule says after a failure."""
-        now_ms = int(asyncio.get_running_loop().time() * 1000)
-        await asyncio.sleep(self.reconnect_schedule.failed(now_ms) / 1000)
+        """Wait what the reconnect schedule says after a failure; a wait longer than
+        ``probe_ms`` is probed every ``probe_ms`` (at a fixed rate: a slow probe does
+        not push the next one back) and ends at the first answered probe the schedule
+        accepts (see :mod:`._reconnect`)."""
+        loop = asyncio.get_running_loop()
+        schedule = self.reconnect_schedule
+        wait_ms = schedule.failed(int(loop.time() * 1000))
+        deadline_s = loop.time() + wait_ms / 1000
+        if schedule.probing(wait_ms):
+            interval_s = self.probe_ms / 1000
+            probe_at_s = loop.time() + interval_s
+            while probe_at_s < deadline_s:
+                await asyncio.sleep(probe_at_s - loop.time())
+                if schedule.probed(await self._probe()):
+                    return
+                probe_at_s = max(probe_at_s + interval_s, loop.time())
+        await asyncio.sleep(max(0.0, deadline_s - loop.time()))
 
     def _connection_works(self, back: str, *args: object) -> None:
         """The connection works (again): the schedule is told, and an outage going on

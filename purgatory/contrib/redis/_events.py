@@ -38,10 +38,11 @@ anyway, and with the re-check in place the stream adds a Redis write and memory 
 and no guarantee. The re-check costs one ``check_and_complete`` per watched key, once per
 reconnect, done in chunks of :data:`RECHECK_CHUNK` keys that yield to the loop (measured in
 BENCHMARKS.md, "Key events through Redis": 0.3 µs per watched key, 30 ms for 100,000;
-after a 1 s Redis restart, on a shared 2-core machine, the subscribers were subscribed
-again 92-444 ms after Redis answered again, the reconnect schedule's wait, and every
-watcher whose condition had become true meanwhile was answered within 0.7 ms of its
-subscription).
+after a 1 s Redis restart, on a shared 2-core machine, every watcher whose condition had
+become true meanwhile was answered within 0.7 ms of its subscription). The subscription
+itself comes back within about ``probe_ms`` of Redis answering again, however long the
+outage (the probes of :mod:`._reconnect`; measured in
+``benchmarks/redis_reconnect_bench.py``: at most 52 ms after 0.2, 1 and 10 s outages).
 
 A paused or unreachable Redis (``SIGSTOP``, a network partition: the TCP connection stays
 up and silent): the subscriber pings after ``health_check_ms`` without a message and
@@ -124,8 +125,10 @@ class KeyEvents(_ChannelTask):
     ``reconnect_schedule``, the publisher's ``publisher.reconnect_schedule``),
     ``timeout_ms`` bounds a connect and a command, ``health_check_ms`` is the silence
     after which the subscriber pings (and how long the pong may take),
-    ``close_timeout_ms`` bounds the final send. ``redis_options`` go to
-    ``redis.asyncio.Redis.from_url`` (see :class:`KeyPublisher`).
+    ``close_timeout_ms`` bounds the final send, ``probe_ms`` is the interval (and
+    timeout) of the probes during the longer reconnect waits (back within about
+    ``probe_ms`` of Redis answering again). ``redis_url`` and ``redis_options`` are as
+    :class:`KeyPublisher` says (a ``redis+sentinel://`` URL for Redis Sentinel).
 
     ``refresh`` (a :data:`Refresh`: ``async def refresh(keys: Sequence[Hashable]) ->
     None``), for a process whose operations read a local cache of shared state: awaited
@@ -156,6 +159,7 @@ class KeyEvents(_ChannelTask):
         close_timeout_ms: int = 1000,
         redis_options: Mapping[str, Any] | None = None,
         refresh: Refresh | None = None,
+        probe_ms: int = 50,
     ) -> None:
         check_timing(health_check_ms=health_check_ms)
         settings = Settings(
@@ -164,6 +168,7 @@ class KeyEvents(_ChannelTask):
             reconnect_max_ms=reconnect_max_ms,
             timeout_ms=timeout_ms,
             redis_options=redis_options,
+            probe_ms=probe_ms,
         )
         super().__init__(redis_url, log_name="key events", **settings)
         self.publisher = KeyPublisher(redis_url, close_timeout_ms=close_timeout_ms, **settings)

@@ -37,9 +37,15 @@ class KeyPublisher(_ChannelTask):
     most ``close_timeout_ms``), then stops and disconnects; keys still pending then are
     dropped with one WARNING line.
 
+    ``redis_url``: ``redis://``, ``rediss://`` or ``unix://`` for one Redis, or
+    ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]``
+    for Redis Sentinel (the sentinels' addresses and the primary's name: the side
+    follows a failover to the promoted replica).
     ``redis_options`` are passed to ``redis.asyncio.Redis.from_url`` (TLS, credentials,
-    ...), over the bridge's own: ``socket_timeout`` and ``socket_connect_timeout`` of
-    ``timeout_ms``, no retry inside redis-py.
+    ...; through Sentinel, to the primary's connections, and
+    ``redis_options["sentinel_kwargs"]`` to the sentinels'), over the bridge's own:
+    ``socket_timeout`` and ``socket_connect_timeout`` of ``timeout_ms``, no retry
+    inside redis-py. ``probe_ms``: see :class:`KeyEvents`.
     """
 
     def __init__(
@@ -52,6 +58,7 @@ class KeyPublisher(_ChannelTask):
         timeout_ms: int = 5000,
         close_timeout_ms: int = 1000,
         redis_options: Mapping[str, Any] | None = None,
+        probe_ms: int = 50,
     ) -> None:
         super().__init__(
             redis_url,
@@ -61,6 +68,7 @@ class KeyPublisher(_ChannelTask):
             timeout_ms=timeout_ms,
             redis_options=redis_options,
             log_name="key publisher",
+            probe_ms=probe_ms,
         )
         check_timing(close_timeout_ms=close_timeout_ms)
         self.close_timeout_ms = close_timeout_ms
