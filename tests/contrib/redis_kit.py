@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -60,8 +61,13 @@ def _encode(*args: str | bytes) -> bytes:
 class RedisServer:
     """One redis-server process (no persistence) at ``url``; see the module doc."""
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.program = redis_server_path()
+        self.extra_args = list(
+            extra_args
+        )  # e.g. cluster mode's (tests/contrib/redis_cluster_kit.py)
         self.directory = directory
         self.port = free_port() if port is None else port
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -87,6 +93,7 @@ class RedisServer:
                     "no",
                     "--dir",
                     str(self.directory),
+                    *self.extra_args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -45,6 +45,8 @@ then stops both tasks and closes their connections. Close the bridge before its 
 (nest the ``async with`` inside the purgatory's).
 """
 
+from ._cluster import DEFAULT_SHARDS, ClusterKeyPublisher, shard_of_key
+from ._cluster_events import ClusterKeyEvents
 from ._encoding import DEFAULT_CHANNEL, decode_key, encode_key
 from ._events import KeyEvents, KeyEventStatistics, Refresh, Watchers
 from ._publisher import KeyPublisher
@@ -52,6 +54,9 @@ from ._reconnect import ReconnectSchedule
 
 __all__ = [
     "DEFAULT_CHANNEL",
+    "DEFAULT_SHARDS",
+    "ClusterKeyEvents",
+    "ClusterKeyPublisher",
     "KeyEventStatistics",
     "KeyEvents",
     "KeyPublisher",
@@ -60,4 +65,5 @@ __all__ = [
     "Watchers",
     "decode_key",
     "encode_key",
+    "shard_of_key",
 ]

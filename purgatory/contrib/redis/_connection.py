@@ -176,8 +176,9 @@ class _ChannelTask:
     def _closed_task(self) -> None:
         """What :meth:`close` does once the task has ended."""
 
-    def _new_client(self) -> redis.asyncio.Redis:
-        """A client that fails fast and does not retry by itself: the task retries."""
+    def _new_client(self, url: str | None = None) -> redis.asyncio.Redis:
+        """A client (of ``url``, default ``redis_url``) that fails fast and does not retry
+        by itself: the task retries."""
         kwargs: dict[str, Any] = {
             "socket_connect_timeout": self.timeout_ms / 1000,
             "socket_timeout": self.timeout_ms / 1000,
@@ -187,7 +188,7 @@ class _ChannelTask:
         }
         kwargs.update(self._options)
         kwargs["decode_responses"] = False  # messages are bytes (the encoding is binary)
-        return redis.asyncio.Redis.from_url(self.redis_url, **kwargs)
+        return redis.asyncio.Redis.from_url(url or self.redis_url, **kwargs)
 
     def _connection_failed(self, exc: Exception, lost: str) -> None:
         """The connection (or an attempt) failed with ``exc``: log it (see the module
