@@ -61,11 +61,16 @@ class _Routing:
         self.slots = [key_slot(name.encode()) for name in self.channels]
         self.topology = topology
         self.failed: tuple[int, Address | None] | None = None  # (slot, its old owner)
+        self.stale = True  # the map is fetched again before its next use (after failures)
 
     async def owners(self, shards: Collection[int]) -> dict[Address, list[int]]:
-        """``shards`` grouped by primary, from a fresh map. ConnectionError if a slot has
-        no owner (the cluster is not serving it), or the map's fetch failed."""
-        slot_map = await self.topology.refresh()
+        """``shards`` grouped by primary, from the map (fetched first if it is stale: a
+        round trip after a failure, none otherwise). ConnectionError if a slot has no
+        owner (the cluster is not serving it), or the map's fetch failed. O(shards)."""
+        slot_map = self.topology.map
+        if self.stale or slot_map is None:
+            slot_map = await self.topology.refresh()
+            self.stale = False
         groups: dict[Address, list[int]] = {}
         for i in sorted(shards):
             owner = slot_map.owner(self.slots[i])
@@ -79,6 +84,7 @@ class _Routing:
         """Wait the schedule's ``schedule_wait_ms``, or less: until the slot that failed
         has a new owner (polled every ``poll_ms``)."""
         failed, self.failed = self.failed, None
+        self.stale = True
         if failed is None or schedule_wait_ms == 0:
             await asyncio.sleep(schedule_wait_ms / 1000)
         else:
