@@ -20,7 +20,12 @@ process at once and announces "key K changed" on a Redis channel, and every brid
             events.publish(key)
 
 A process that only writes (a batch job, a different service) uses :class:`KeyPublisher`
-alone. An event carries no value: it says "re-check the operations on K", and each operation's
+alone. On a Redis Cluster (Redis >= 7), :class:`ClusterKeyEvents` and
+:class:`ClusterKeyPublisher` do the same over sharded pub/sub: keys spread over ``shards``
+shard channels by one rule (:func:`shard_of_key`), each event one primary's work, a
+primary's failover followed (see :mod:`._cluster`).
+
+An event carries no value: it says "re-check the operations on K", and each operation's
 ``try_complete`` reads the state it waits for, so that state must be visible to every process
 (events are level-triggered: duplicates and coalesced events are harmless).
 
@@ -28,7 +33,9 @@ The bridge, one job a module: :mod:`._encoding` (a key as a message, one channel
 every key), :mod:`._events` (:class:`KeyEvents`: the subscriber, the re-check that covers
 what pub/sub loses, ``refresh`` for a process that reads a local cache),
 :mod:`._publisher` (:class:`KeyPublisher`: keys kept through outages),
-:mod:`._reconnect` (:class:`ReconnectSchedule`: the waits between attempts) and
+:mod:`._reconnect` (:class:`ReconnectSchedule`: the waits between attempts),
+:mod:`._sharding` (the cluster's key -> shard channel rule), :mod:`._topology` (the
+cluster's slot map), :mod:`._cluster` and :mod:`._cluster_events` (the cluster bridge) and
 :mod:`._connection` (what both sides share: the task's lifecycle and the outages, each
 logged as one WARNING line when it starts and one INFO line when it ends on the
 ``purgatory.contrib.redis`` logger).

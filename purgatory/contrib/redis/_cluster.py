@@ -42,7 +42,8 @@ DEFAULT_SHARDS = 48
 
 
 def shard_of_key(key: Hashable, shards: int = DEFAULT_SHARDS) -> int:
-    """The shard whose channel carries ``key``'s events (the rule of :mod:`._sharding`).
+    """The shard whose channel carries ``key``'s events: ``CRC16(encode_key(key)) mod
+    shards`` (the rule: docs/how-to/redis.md, "On a Redis Cluster").
     TypeError for a key :func:`encode_key` refuses. O(len(key))."""
     return shard_of(encode_key(key), shards)
 
@@ -130,10 +131,6 @@ class ClusterKeyPublisher(KeyPublisher):
         self.routing = _Routing(channels, topology)
         self._clients: dict[Address, redis.asyncio.Redis] = {}
 
-    @property
-    def topology(self) -> Topology:
-        return self.routing.topology
-
     async def _send(self, batch: list[bytes]) -> bool:
         """One pipeline of ``SPUBLISH`` per primary, at once: True once every key is
         sent; else the failed primaries' keys are pending again (oldest first) and it
@@ -173,7 +170,7 @@ class ClusterKeyPublisher(KeyPublisher):
         dropped)."""
         client = self._clients.get(owner)
         if client is None:
-            client = self._clients[owner] = self.topology.client(owner)
+            client = self._clients[owner] = self.routing.topology.client(owner)
         routing = self.routing
         try:
             pipe = client.pipeline(transaction=False)

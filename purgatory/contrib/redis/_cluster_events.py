@@ -46,9 +46,9 @@ class ClusterKeyEvents(KeyEvents):
 
     ``redis_urls``: startup nodes (a list: any nodes of the cluster). ``shards`` and
     ``channel`` must be the same in every process of the deployment (the rule:
-    :mod:`._sharding`). ``subscribe_shards``: the shards this worker receives (None: all;
+    :func:`shard_of_key`). ``subscribe_shards``: the shards this worker receives (None: all;
     see the module doc). ``poll_ms``: how often the slot map is polled while a primary is
-    down. Other options as :class:`KeyEvents`'s; :attr:`publisher` is a
+    down. Other options as :class:`KeyEvents`'s; ``publisher`` is a
     :class:`ClusterKeyPublisher`.
     """
 
@@ -88,7 +88,7 @@ class ClusterKeyEvents(KeyEvents):
         check_timing(health_check_ms=health_check_ms)
         super().__init__(
             purgatory,
-            publisher.topology.urls[0],
+            publisher.routing.topology.urls[0],
             channel=channel,
             reconnect_min_ms=reconnect_min_ms,
             reconnect_max_ms=reconnect_max_ms,
@@ -99,14 +99,16 @@ class ClusterKeyEvents(KeyEvents):
             refresh=refresh,
         )
         self.publisher = publisher
-        topology = Topology(publisher.topology.urls, connect=self._new_client, poll_ms=poll_ms)
+        topology = Topology(
+            publisher.routing.topology.urls, connect=self._new_client, poll_ms=poll_ms
+        )
         self.routing = _Routing(publisher.routing.channels, topology)
         self.subscribe_shards = frozenset(wanted)
         self._live: set[int] = set()  # shards subscribed now
 
     @property
     def subscribed_shards(self) -> frozenset[int]:
-        """The shards subscribed now (all of :attr:`subscribe_shards` when
+        """The shards subscribed now (all of ``subscribe_shards`` when
         :attr:`subscribed`). O(shards)."""
         return frozenset(self._live)
 
