@@ -138,6 +138,18 @@ class RedisClusterKit:
             time.sleep(0.005)
         raise TimeoutError(f"no replica took slot {slot} over in {timeout_s} s")
 
+    def move_slot(self, slot: int, to: RedisServer) -> None:
+        """Move an empty ``slot`` to the primary ``to`` (resharding, as ``redis-cli
+        --cluster reshard`` does it: importing, migrating, then the new owner everywhere)."""
+        source = self.primary_of(slot)
+        with self.client(source) as src, self.client(to) as dst:
+            src_id = src.execute_command("CLUSTER", "MYID")
+            dst_id = dst.execute_command("CLUSTER", "MYID")
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
     def stop(self) -> None:
         for node in self.nodes:
             node.kill()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 from binascii import crc_hqx
-from collections.abc import Hashable, Iterator
+from collections.abc import AsyncIterator, Hashable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,34 @@ def _keys(count: int) -> list[str]:
     return [f"key-{i}" for i in range(count)]
 
 
+Pair = tuple[ClusterKeyEvents, ClusterKeyEvents, list[WaitFor]]
+
+
+@asynccontextmanager
+async def watching(
+    urls: tuple[list[str], list[str]],
+    channel: str,
+    ready: Ready,
+    keys: list[str],
+    shards: int = DEFAULT_SHARDS,
+) -> AsyncIterator[Pair]:
+    """Two purgatories with a cluster bridge each (on ``urls[0]`` and ``urls[1]``), both
+    subscribed, and a watcher on each of ``keys`` in the second; under the hang guard."""
+    async with (
+        Purg("a") as a,
+        Purg("b") as b,
+        ClusterKeyEvents(a, urls[0], channel=channel, shards=shards) as ea,
+        ClusterKeyEvents(b, urls[1], channel=channel, shards=shards, health_check_ms=500) as eb,
+        asyncio.timeout(GUARD_S),
+    ):
+        await ea.wait_subscribed()
+        await eb.wait_subscribed()
+        ops = [WaitFor(ready, key) for key in keys]
+        for op in ops:
+            assert not b.try_complete_else_watch(op, [op.key])
+        yield ea, eb, ops
+
+
 @pytest.mark.system
 @pytest.mark.asyncio
 async def test_a_put_on_one_bridge_wakes_watchers_on_another_through_every_shard(
@@ -146,19 +175,9 @@ async def test_a_put_on_one_bridge_wakes_watchers_on_another_through_every_shard
     ready = Ready()
     keys = _keys(400)  # every one of the 48 shards, so every primary
     assert {shard_of_key(k) for k in keys} == set(range(DEFAULT_SHARDS))
-    async with (
-        Purg("a") as a,
-        Purg("b") as b,
-        ClusterKeyEvents(a, cluster.urls[:1], channel="t:wake") as ea,
-        ClusterKeyEvents(b, cluster.urls[3:], channel="t:wake") as eb,
-        asyncio.timeout(GUARD_S),
-    ):
-        await ea.wait_subscribed()
-        await eb.wait_subscribed()
+    urls = (cluster.urls[:1], cluster.urls[3:])
+    async with watching(urls, "t:wake", ready, keys) as (ea, eb, ops):
         assert eb.subscribed_shards == frozenset(range(DEFAULT_SHARDS))
-        ops = [WaitFor(ready, key) for key in keys]
-        for op in ops:
-            assert not b.try_complete_else_watch(op, [op.key])
         for key in keys:
             ready.at[key] = time.monotonic()
             assert ea.publish(key) == 0  # nobody watches in a
@@ -200,6 +219,36 @@ async def test_a_worker_subscribed_to_some_shards_receives_only_their_events(
         assert all_shards.statistics().events == len(keys)
 
 
+@pytest.mark.system
+@pytest.mark.asyncio
+async def test_a_moved_slot_is_followed_and_its_watchers_still_woken(
+    cluster: RedisClusterKit,
+) -> None:
+    """Shard 0's slot moves to another primary while keys of that shard are watched: the
+    old primary drops the subscription (``sunsubscribe``), the subscriber follows it and
+    re-checks, the publisher follows ``MOVED``; every watcher completes once."""
+    ready = Ready()
+    keys = [k for k in _keys(400) if shard_of_key(k, 3) == 0][:20]
+    urls = (cluster.urls, cluster.urls)
+    async with watching(urls, "t:move", ready, keys, shards=3) as (ea, eb, ops):
+        ea.publish("warm-up")  # the publisher's map and connections, before the move
+        await ea.publisher.flush()
+        slot = eb.routing.slots[0]
+        source = cluster.primary_of(slot)
+        others = (cluster.primary_of(s) for s in eb.routing.slots[1:])
+        target = next(node for node in others if node is not source)  # (moved in a rerun)
+        cluster.move_slot(slot, target)
+        while eb.statistics().subscriptions < 2:  # lost, then every shard back
+            await asyncio.sleep(0.01)
+        for key in keys:
+            ready.at[key] = time.monotonic()
+            ea.publish(key)
+        await asyncio.gather(*ops)
+        assert [op.completions for op in ops] == [1] * len(ops)
+        assert cluster.primary_of(slot) is target is not source
+        assert eb.statistics().outages == 1
+
+
 class Feed:
     """Puts through ``events`` on fresh keys every ``period_s`` until stopped, each noted
     in ``ready`` before it is published (the state first, then the event)."""
@@ -227,18 +276,7 @@ async def test_kill_9_of_a_primary_loses_no_wake_and_answers_none_twice(tmp_path
     ready = Ready()
     keys = _keys(600)
     with RedisClusterKit(tmp_path) as kit:
-        async with (
-            Purg("a") as a,
-            Purg("b") as b,
-            ClusterKeyEvents(a, kit.urls, channel="t:kill") as ea,
-            ClusterKeyEvents(b, kit.urls, channel="t:kill", health_check_ms=500) as eb,
-            asyncio.timeout(GUARD_S),
-        ):
-            await ea.wait_subscribed()
-            await eb.wait_subscribed()
-            ops = [WaitFor(ready, key) for key in keys]
-            for op in ops:
-                assert not b.try_complete_else_watch(op, [op.key])
+        async with watching((kit.urls, kit.urls), "t:kill", ready, keys) as (ea, eb, ops):
             feed = Feed(ready, ea, keys)
             feeding = asyncio.create_task(feed.run(0.005))
             await asyncio.sleep(0.3)
