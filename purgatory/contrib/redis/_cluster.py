@@ -28,7 +28,7 @@ from typing import Any
 
 import redis.asyncio
 
-from ._connection import aclose, check_timing
+from ._connection import FAILURES, aclose, check_timing
 from ._encoding import DEFAULT_CHANNEL, encode_key
 from ._publisher import KeyPublisher
 from ._sharding import key_slot, shard_channels, shard_of
@@ -81,11 +81,23 @@ class _Routing:
             groups.setdefault(owner, []).append(i)
         return groups
 
+    async def moved_from(self, shard: int, owner: Address) -> bool:
+        """Whether the map, read again, names another owner of ``shard``'s slot than
+        ``owner`` (False if it cannot be read). One ``CLUSTER SLOTS``."""
+        try:
+            slot_map = await self.topology.refresh()
+        except FAILURES:
+            return False
+        new = slot_map.owner(self.slots[shard])
+        return new is not None and new != owner
+
     async def wait_to_retry(self, schedule_wait_ms: int) -> None:
         """Wait the schedule's ``schedule_wait_ms``, or less: until the slot that failed
         has a new owner (polled every ``poll_ms``)."""
         failed, self.failed = self.failed, None
         self.stale = True
+        if failed is not None:
+            self.topology.suspect(failed[1])
         if failed is None or schedule_wait_ms == 0:
             await asyncio.sleep(schedule_wait_ms / 1000)
         else:
@@ -108,7 +120,7 @@ class ClusterKeyPublisher(KeyPublisher):
         *,
         channel: str = DEFAULT_CHANNEL,
         shards: int = DEFAULT_SHARDS,
-        poll_ms: int = 50,
+        poll_ms: int = 25,
         reconnect_min_ms: int = 10,
         reconnect_max_ms: int = 500,
         timeout_ms: int = 5000,
@@ -172,10 +184,10 @@ class ClusterKeyPublisher(KeyPublisher):
         if client is None:
             client = self._clients[owner] = self.routing.topology.client(owner)
         routing = self.routing
+        pipe = client.pipeline(transaction=False)
+        for message in messages:
+            pipe.spublish(routing.channels[shard_of(message, routing.shards)], message)
         try:
-            pipe = client.pipeline(transaction=False)
-            for message in messages:
-                pipe.spublish(routing.channels[shard_of(message, routing.shards)], message)
             await pipe.execute()
         except Exception as exc:  # noqa: BLE001 - returned to the caller, who retries
             del self._clients[owner]

@@ -32,12 +32,32 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ._cluster import DEFAULT_SHARDS, ClusterKeyPublisher, _Routing, _SlotMoved
-from ._connection import _stop, aclose, check_timing
+from ._connection import aclose, check_timing
 from ._encoding import DEFAULT_CHANNEL
 from ._events import KeyEvents, Refresh, Watchers
 from ._topology import Address, Topology
 
 __all__ = ["ClusterKeyEvents"]
+
+
+async def _stop_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for their ends, cancelling again while they go on (see
+    ``_connection._stop``); a cancellation of the caller meanwhile (the bridge closing
+    presses every 50 ms) is kept for after, so no task is left running with its
+    connection. O(tasks) per round."""
+    interrupted = False
+    while pending := [task for task in tasks if not task.done()]:
+        for task in pending:
+            task.cancel()
+        try:
+            await asyncio.wait(pending, timeout=0.05)
+        except asyncio.CancelledError:
+            interrupted = True
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: the failures were logged as outages
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 class ClusterKeyEvents(KeyEvents):
@@ -62,7 +82,7 @@ class ClusterKeyEvents(KeyEvents):
         channel: str = DEFAULT_CHANNEL,
         shards: int = DEFAULT_SHARDS,
         subscribe_shards: Collection[int] | None = None,
-        poll_ms: int = 50,
+        poll_ms: int = 25,
         reconnect_min_ms: int = 10,
         reconnect_max_ms: int = 500,
         timeout_ms: int = 5000,
@@ -138,8 +158,7 @@ class ClusterKeyEvents(KeyEvents):
                     self._lost(task.exception() or ConnectionError("subscription ended"))
                 await self._wait_to_retry()
         finally:
-            for task in tasks:
-                await _stop(task)
+            await _stop_all(list(tasks))
 
     def _lost(self, exc: BaseException) -> None:
         self._subscribed.clear()
@@ -153,14 +172,15 @@ class ClusterKeyEvents(KeyEvents):
         await self.routing.wait_to_retry(self.reconnect_schedule.failed(now_ms))
 
     async def _subscribe_node(self, owner: Address, shards: list[int]) -> None:
-        """Subscribe ``shards`` on ``owner`` and read its messages until the connection
-        fails (raises; the failed slot noted for the retry's wait)."""
+        """Subscribe ``shards`` on ``owner``, re-check once confirmed, then read its
+        messages until the connection fails (raises; the failed slot noted for the
+        retry's wait)."""
         client = self.routing.topology.client(owner)
         pubsub = client.pubsub()
         try:
-            for i in shards:
-                await pubsub.ssubscribe(self.routing.channels[i])
-            await self._listen_node(pubsub, shards)
+            await self._confirmed(pubsub, owner, shards)
+            await self._on_shards_subscribed(shards)
+            await self._listen(pubsub, self._on_node_control)
         except BaseException:
             self.routing.failed = (self.routing.slots[shards[0]], owner)
             raise
@@ -168,21 +188,36 @@ class ClusterKeyEvents(KeyEvents):
             await aclose(pubsub)
             await aclose(client)
 
-    async def _listen_node(self, pubsub: Any, shards: list[int]) -> None:
-        """Read one connection's messages until it fails (raises). O(1) per message plus
-        its ``check_and_complete``; a re-check once its ``ssubscribe``s are confirmed."""
-        unconfirmed = len(shards)
+    async def _confirmed(self, pubsub: Any, owner: Address, shards: list[int]) -> None:
+        """Send the ``SSUBSCRIBE``s and wait for every confirmation, at most
+        ``timeout_ms``. Messages received before are dropped: the re-check that follows
+        covers them. On an owner that failed before (a suspect: a primary down and not
+        yet replaced, or paused), the map is read again every ``poll_ms`` of silence,
+        and a new owner ends the wait (:class:`_SlotMoved`): a paused primary does not
+        delay the move to the promoted replica. (A connect to a host that is down and
+        sends no reset takes up to ``timeout_ms``: nothing here cancels it, since a
+        connect cancelled inside redis-py can leave its socket open.)"""
+        routing = self.routing
+        for i in shards:
+            await pubsub.ssubscribe(routing.channels[i])
+        suspect = routing.topology.is_suspect(owner)
+        wait_s = (routing.topology.poll_ms if suspect else self.timeout_ms) / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
+        left = len(shards)
+        while left:
+            message = await pubsub.get_message(timeout=wait_s)
+            if message is not None:
+                left -= message["type"] == "ssubscribe"
+            elif loop.time() >= deadline:
+                raise TimeoutError(f"no ssubscribe confirmed within {self.timeout_ms} ms")
+            elif suspect and await routing.moved_from(shards[0], owner):
+                raise _SlotMoved(f"the slot of shard {shards[0]} has a new owner")
+        routing.topology.trust(owner)
 
-        async def on_control(message: dict[str, Any]) -> None:
-            nonlocal unconfirmed
-            if message["type"] == "ssubscribe":
-                unconfirmed -= 1
-                if unconfirmed == 0:
-                    await self._on_shards_subscribed(shards)
-            elif message["type"] == "sunsubscribe":
-                raise _SlotMoved(f"the slot of {message['channel']!r} moved")
-
-        await self._listen(pubsub, on_control)
+    async def _on_node_control(self, message: dict[str, Any]) -> None:
+        if message["type"] == "sunsubscribe":
+            raise _SlotMoved(f"the slot of {message['channel']!r} moved")
 
     async def _on_shards_subscribed(self, shards: list[int]) -> None:
         """Every shard of a connection confirmed: re-check, then count them live."""

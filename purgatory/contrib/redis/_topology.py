@@ -78,6 +78,14 @@ def startup_urls(urls: Sequence[str]) -> list[str]:
     return list(urls)
 
 
+def _address(url: str) -> Address:
+    """A URL's (host, port); ValueError (one line) if it names no host."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"a cluster node URL needs a host: {url!r}")
+    return (parts.hostname, parts.port or 6379)
+
+
 class Topology:
     """The slot map of one cluster and how to reach its nodes (one per bridge side).
 
@@ -97,34 +105,53 @@ class Topology:
         self.urls = startup_urls(urls)
         self.poll_ms = poll_ms
         self._connect = connect
+        self._startup = [_address(url) for url in self.urls]
+        self._suspects: dict[Address, None] = {}  # nodes that failed, asked last (in order)
         self.map: SlotMap | None = None  # None: never fetched
         self.refreshes = 0  # maps fetched
 
-    def client(self, address: Address | str) -> redis.asyncio.Redis:
-        """A new client of one node (a URL, or an address reached like the first startup
-        URL): the caller retries and closes it."""
-        if isinstance(address, str):
-            return self._connect(address)
+    def client(self, address: Address) -> redis.asyncio.Redis:
+        """A new client of one node, reached like the first startup URL (its scheme and
+        credentials): the caller retries and closes it."""
         parts = urlsplit(self.urls[0])
         credentials = parts.netloc.rpartition("@")[0]
         netloc = f"{credentials}@" if credentials else ""
         host = f"[{address[0]}]" if ":" in address[0] else address[0]
         return self._connect(urlunsplit((parts.scheme, f"{netloc}{host}:{address[1]}", "", "", "")))
 
+    def suspect(self, address: Address | None) -> None:
+        """``address`` failed: it is asked last by the next refreshes (a host that is
+        down may take ``timeout_ms`` to refuse), until it answers again. O(1)."""
+        if address is not None:
+            self._suspects[address] = None
+
+    def trust(self, address: Address) -> None:
+        """``address`` works (a subscription confirmed there): no suspect. O(1)."""
+        self._suspects.pop(address, None)
+
+    def is_suspect(self, address: Address) -> bool:
+        """Whether ``address`` failed and has not answered since. O(1)."""
+        return address in self._suspects
+
     async def refresh(self) -> SlotMap:
-        """Fetch the map from the first node that answers (the last map's nodes, then the
-        startup URLs). The last node's error if none answers. O(nodes) attempts."""
-        known: list[Address | str] = list(self.map.nodes) if self.map is not None else []
+        """Fetch the map from the first node that answers: the last map's nodes, then the
+        startup nodes, the suspects last (see :meth:`suspect`); a node that does not answer
+        becomes a suspect. The last node's error if none answers. O(nodes) attempts."""
+        known = list(self.map.nodes) if self.map is not None else []
+        suspects = self._suspects
+        ordered = dict.fromkeys(n for n in [*known, *self._startup] if n not in suspects)
         error: BaseException = ConnectionError("no cluster node to ask")
-        for node in [*known, *self.urls]:
+        for node in [*ordered, *suspects]:
             client = self.client(node)
             try:
                 reply = await client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
             except FAILURES as exc:
                 error = exc
+                suspects[node] = None
                 continue
             finally:
                 await aclose(client)
+            suspects.pop(node, None)
             self.map = SlotMap.from_cluster_slots(reply)
             self.refreshes += 1
             return self.map
