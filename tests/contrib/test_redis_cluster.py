@@ -87,7 +87,9 @@ def test_shard_channels_sit_in_the_middle_of_equal_slot_ranges(shards: int) -> N
 
 
 def test_shard_channels_with_three_shards_land_on_three_primaries() -> None:
-    slots = [key_slot(c.encode()) for c in shard_channels("watch:keys", 3)]
+    channels = shard_channels("watch:keys", 3)
+    assert channels[0] == "watch:keys:0{21418}"  # docs/how-to/redis.md's example
+    slots = [key_slot(c.encode()) for c in channels]
     assert slots == [2730, 8192, 13653]  # in 0-5460, 5461-10922, 10923-16383
 
 
