@@ -67,7 +67,7 @@ class RedisServer:
     ) -> None:
         self.program = redis_server_path()
         self.directory = directory
-        self.extra_args = list(extra_args)  # more redis-server options (--replicaof ...)
+        self.extra_args = list(extra_args)  # more options: --replicaof, cluster mode's
         self.port = free_port() if port is None else port
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None

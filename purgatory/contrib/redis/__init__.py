@@ -20,7 +20,12 @@ process at once and announces "key K changed" on a Redis channel, and every brid
             events.publish(key)
 
 A process that only writes (a batch job, a different service) uses :class:`KeyPublisher`
-alone. An event carries no value: it says "re-check the operations on K", and each operation's
+alone. On a Redis Cluster (Redis >= 7), :class:`ClusterKeyEvents` and
+:class:`ClusterKeyPublisher` do the same over sharded pub/sub: keys spread over ``shards``
+shard channels by one rule (:func:`shard_of_key`), each event one primary's work, a
+primary's failover followed (see :mod:`._cluster`).
+
+An event carries no value: it says "re-check the operations on K", and each operation's
 ``try_complete`` reads the state it waits for, so that state must be visible to every process
 (events are level-triggered: duplicates and coalesced events are harmless).
 
@@ -32,7 +37,9 @@ what pub/sub loses, ``refresh`` for a process that reads a local cache),
 probes that bring a side back within ``probe_ms`` of Redis answering again),
 :mod:`._probe` (a probe: a connect and an inline ``PING``), :mod:`._sentinel` (Redis
 Sentinel: a ``redis+sentinel://host:port,host:port/service_name`` URL makes both sides
-talk to whichever Redis the sentinels name as the primary, and follow a failover) and
+talk to whichever Redis the sentinels name as the primary, and follow a failover),
+:mod:`._sharding` (the cluster's key -> shard channel rule), :mod:`._topology` (the
+cluster's slot map), :mod:`._cluster` and :mod:`._cluster_events` (the cluster bridge) and
 :mod:`._connection` (what both sides share: the task's lifecycle and the outages, each
 logged as one WARNING line when it starts and one INFO line when it ends on the
 ``purgatory.contrib.redis`` logger).
@@ -49,6 +56,8 @@ then stops both tasks and closes their connections. Close the bridge before its 
 (nest the ``async with`` inside the purgatory's).
 """
 
+from ._cluster import DEFAULT_SHARDS, ClusterKeyPublisher, shard_of_key
+from ._cluster_events import ClusterKeyEvents
 from ._encoding import DEFAULT_CHANNEL, decode_key, encode_key
 from ._events import KeyEvents, KeyEventStatistics, Refresh, Watchers
 from ._publisher import KeyPublisher
@@ -56,6 +65,9 @@ from ._reconnect import ReconnectSchedule
 
 __all__ = [
     "DEFAULT_CHANNEL",
+    "DEFAULT_SHARDS",
+    "ClusterKeyEvents",
+    "ClusterKeyPublisher",
     "KeyEventStatistics",
     "KeyEvents",
     "KeyPublisher",
@@ -64,4 +76,5 @@ __all__ = [
     "Watchers",
     "decode_key",
     "encode_key",
+    "shard_of_key",
 ]

@@ -198,12 +198,13 @@ class _ChannelTask:
     def _closed_task(self) -> None:
         """What :meth:`close` does once the task has ended."""
 
-    def _new_client(self) -> redis.asyncio.Redis:
-        """A client that fails fast and does not retry by itself: the task retries.
-        Through Sentinel, its connections go to the primary the sentinels name."""
+    def _new_client(self, url: str | None = None) -> redis.asyncio.Redis:
+        """A client (of ``url``, default ``redis_url``) that fails fast and does not retry
+        by itself: the task retries. Through Sentinel, its connections go to the primary
+        the sentinels name."""
         if self._sentinel is not None:
             return self._sentinel.client()
-        return redis.asyncio.Redis.from_url(self.redis_url, **self._client_options())
+        return redis.asyncio.Redis.from_url(url or self.redis_url, **self._client_options())
 
     def _client_options(self) -> dict[str, Any]:
         """redis-py's options for a client: fail fast, no retry, ``redis_options`` over

@@ -71,6 +71,13 @@ RECHECK_CHUNK = 1024
 Refresh = Callable[[Sequence[Hashable]], Awaitable[None]]
 
 
+#: the pub/sub message types of a key event: a channel's, a shard channel's (a cluster's)
+_EVENTS = frozenset({"message", "smessage"})
+
+#: what a subscriber does with a message that is no key event (``KeyEvents._listen``)
+_OnControl = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 class Watchers(Protocol):
     """What a bridge drives: any purgatory (``DelayedOperationPurgatory`` or the core's)."""
 
@@ -262,7 +269,7 @@ class KeyEvents(_ChannelTask):
             message = await pubsub.get_message(timeout=0.0)  # only what arrived already
             if message is None:
                 break
-            if message["type"] != "message":
+            if message["type"] not in _EVENTS:
                 leftover = message
                 break
             key = self._decode(message["data"])
@@ -315,8 +322,11 @@ class KeyEvents(_ChannelTask):
         self._rechecked_keys += len(keys)
         return len(keys)
 
-    async def _listen(self, pubsub: Any) -> None:
-        """Read messages until the connection fails (raises)."""
+    async def _listen(self, pubsub: Any, on_control: _OnControl | None = None) -> None:
+        """Read messages until the connection fails (raises): key events (``message``;
+        ``smessage`` on a cluster's shard channel) are checked, any other message (the
+        ``subscribe`` reply...) goes to ``on_control`` (None: :meth:`_on_control`)."""
+        handle = self._on_control if on_control is None else on_control
         idle_s = self.health_check_ms / 1000
         pinged = False
         while True:
@@ -328,17 +338,18 @@ class KeyEvents(_ChannelTask):
                 pinged = True
                 continue
             pinged = False
-            kind = message["type"]
-            if kind == "message":
+            if message["type"] in _EVENTS:
                 if self.refresh is None:
                     self._on_event(message["data"])
                     continue
                 message = await self._on_events_refreshed(self.refresh, pubsub, message["data"])
                 if message is None:
-                    continue
-                kind = message["type"]  # what ended the batch, handled below
-            if kind == "subscribe":
-                await self._on_subscribed()
+                    continue  # else what ended the batch, handled below
+            await handle(message)
+
+    async def _on_control(self, message: dict[str, Any]) -> None:
+        if message["type"] == "subscribe":
+            await self._on_subscribed()
 
     async def _on_subscribed(self) -> None:
         """(Re)subscribed: what was published before is re-checked, what is published
