@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-#: the folder above ``tests/``: the repository, or the unpacked sdist
-ROOT = Path(__file__).resolve().parents[1]
+#: the folder above the tests: the project (the repository, or the unpacked sdist; the
+#: application's suite links this file, so links are not followed: there it is broker/)
+ROOT = Path(__file__).absolute().parents[1]
 
 
 def missing(*paths: str) -> str | None:
