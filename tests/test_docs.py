@@ -218,6 +218,7 @@ def test_site_builds_with_every_page(site: Path) -> None:
         "how-to/trio",
         "how-to/metrics",
         "how-to/redis",
+        "how-to/release",
         "reference/api",
         "explanation/timing-wheel",
         "explanation/purge",
