@@ -46,6 +46,9 @@ html_title = f"aio-purgatory {release}"
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 
+# Sphinx 9's autodoc takes no custom documenter (CompiledPropertyDocumenter, below) but in
+# its former, class-based implementation, which this asks for (Sphinx 8 has only that one)
+autodoc_use_legacy_class_based = True
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"show-inheritance": True}
@@ -62,11 +65,30 @@ nitpick_ignore_regex = [
     (r"py:.*", r"random\.Random|(.*\.)?T_contra"),
     # the library's docstrings name the modules of its source tree, which the reference
     # does not document one by one, and a few names relative to their own module
-    (r"py:mod", r"purgatory\.(core|aio)\..*"),
+    # (Sphinx 9 leaves the relative `.report` of a `#:` comment unqualified)
+    (r"py:mod", r"purgatory\.(core|aio)\..*|report"),
     (r"py:class", r"purgatory\.core\.(operation\.CompletionListener|timer_list\.TaskSink)"),
     (r"py:(meth|attr|data)", r"now_ms|Operation\.outcome|Purgatory\.statistics|C_CLOCKS"),
     (r"py:data", r"RECHECK_CHUNK|MAX_BATCH"),
 ]
+
+#: the broker's README, whose install section docs/broker/index.md includes; the
+#: library's sdist does not carry broker/ (the broker is its own distribution), so a site
+#: built from it says where that section is instead
+BROKER_README = Path(__file__).resolve().parent.parent / "broker" / "README.md"
+_BROKER_INCLUDE = re.compile(r"```\{include\} \.\./\.\./broker/README\.md\n.*?```\n", re.S)
+_NO_BROKER_README = (
+    "How to install it is in the broker's README (`broker/README.md` in the repository);\n"
+    "this copy of the site was built without it (from the library's sdist).\n"
+)
+
+
+def _include_broker_readme(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Where ``broker/README.md`` is absent, the broker page's ``include`` of it becomes
+    a sentence naming it (an include of a missing file is an error). O(page)."""
+    if docname == "broker/index" and not BROKER_README.is_file():
+        source[0] = _BROKER_INCLUDE.sub(_NO_BROKER_README, source[0])
+
 
 #: C types that Cython writes into the compiled core's signatures, as Python sees them
 _C_TYPES = {"Py_ssize_t": "int", "long long": "int"}
@@ -281,3 +303,4 @@ def setup(app: Sphinx) -> None:
     app.connect("autodoc-process-docstring", _drop_module_docstring)
     app.connect("autodoc-process-signature", _signature)
     app.connect("autodoc-skip-member", _skip_undocumented)
+    app.connect("source-read", _include_broker_readme)

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import purgatory
 
-ROOT = Path(__file__).resolve().parents[1]
+from .repo_kit import ROOT, needs
+
 FRAGMENTS = ROOT / "CHANGES"
+
+pytestmark = needs("CHANGES", "pyproject.toml")
 
 
 def test_every_fragment_has_an_issue_and_a_known_type() -> None:

@@ -28,17 +28,22 @@ import purgatory.aio
 import purgatory.core
 import purgatory.testing
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+from .repo_kit import ROOT, needs
+
+DOCS = ROOT / "docs"
 EXAMPLES = DOCS / "examples"
 
-pytestmark = pytest.mark.skipif(
-    not (DOCS / "conf.py").is_file(), reason="the docs are not here (tests run from a wheel)"
-)
+pytestmark = needs("docs/conf.py")
 
 
 def load(name: str) -> ModuleType:
     """Import ``docs/examples/<name>.py`` as a fresh module."""
-    spec = importlib.util.spec_from_file_location(f"docs_example_{name}", EXAMPLES / f"{name}.py")
+    return load_file(EXAMPLES / f"{name}.py", f"docs_example_{name}")
+
+
+def load_file(path: Path, name: str) -> ModuleType:
+    """Import the file ``path`` as a fresh module named ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -160,6 +165,23 @@ def test_every_example_is_tested_and_shown() -> None:
 # the site
 
 
+def test_the_broker_page_names_the_readme_where_it_is_absent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The library's sdist has no broker/: the page's include of its README (an error
+    there) becomes a sentence naming it; the repository's site includes it."""
+    pytest.importorskip("sphinx")
+    conf = load_file(DOCS / "conf.py", "docs_conf")
+    page = (DOCS / "broker" / "index.md").read_text(encoding="utf-8")
+    source = [page]
+    conf._include_broker_readme(None, "broker/index", source)
+    assert source == [page] or not conf.BROKER_README.is_file()
+    monkeypatch.setattr(conf, "BROKER_README", tmp_path / "README.md")
+    conf._include_broker_readme(None, "broker/index", source)
+    assert "{include}" not in source[0] and "`broker/README.md`" in source[0]
+    assert source[0].count("\n") < page.count("\n")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The site, built from scratch with warnings as errors, nitpicky."""
@@ -196,6 +218,7 @@ def test_site_builds_with_every_page(site: Path) -> None:
         "how-to/trio",
         "how-to/metrics",
         "how-to/redis",
+        "how-to/release",
         "reference/api",
         "explanation/timing-wheel",
         "explanation/purge",

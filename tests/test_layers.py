@@ -29,14 +29,19 @@ from pathlib import Path
 
 import pytest
 
-from .import_graph import check_public_import, client_imports, cycles, graph
+import purgatory
 
-ROOT = Path(__file__).resolve().parents[1] / "purgatory"
+from .import_graph import check_public_import, client_imports, cycles, graph
+from .repo_kit import ROOT, needs
+
+#: the package as imported: the source tree's, or the installed one (every wheel carries
+#: the .py files, so a copy of tests/ beside a wheel checks the same code)
+PACKAGE = Path(purgatory.__file__).resolve().parent
 LOOPS = {"asyncio", "trio", "anyio", "uvloop", "outcome", "sniffio"}
 #: the application: the library never imports it
 APPLICATION = "purgatory_broker"
 
-GRAPH = graph(ROOT)
+GRAPH = graph(PACKAGE)
 
 
 def _internal(name: str) -> set[str]:
@@ -89,8 +94,7 @@ def test_parts_reach_each_other_only_through_public_modules(name: str) -> None:
 
 
 def _library_files() -> list[Path]:
-    top = ROOT.parent
-    folders = [ROOT, top / "tests", top / "examples", top / "benchmarks", top / "docs"]
+    folders = [PACKAGE, *(ROOT / name for name in ("tests", "examples", "benchmarks", "docs"))]
     return [path for folder in folders if folder.is_dir() for path in folder.rglob("*.py")]
 
 
@@ -115,9 +119,9 @@ CLIENT_IMPORTS = sorted(
     set(
         client_imports(
             [
-                ROOT.parent / "examples",
-                ROOT.parent / "benchmarks",
-                ROOT.parent / "docs" / "examples",
+                ROOT / "examples",
+                ROOT / "benchmarks",
+                ROOT / "docs" / "examples",
             ],
             "purgatory",
         )
@@ -126,6 +130,7 @@ CLIENT_IMPORTS = sorted(
 )
 
 
+@needs("examples", "benchmarks", "docs/examples")
 def test_the_examples_and_benchmarks_are_seen() -> None:
     modules = {module for _, module, _ in CLIENT_IMPORTS}
     assert {"purgatory", "purgatory.core", "purgatory.contrib.prometheus"} <= modules

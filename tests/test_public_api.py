@@ -89,7 +89,12 @@ def test_help_lists_the_real_init_on_either_build(name: str) -> None:
     in the compiled core)."""
     cls = _public(name)
     text = pydoc.render_doc(cls, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
-    [line] = [ln.strip(" |") for ln in text.splitlines() if ln.strip(" |").startswith("__init__(")]
+    lines = [ln.strip(" |") for ln in text.splitlines()]
+    [start] = [i for i, ln in enumerate(lines) if ln.startswith("__init__(")]
+    line = lines[start]
+    while line.count("(") > line.count(")"):  # Python 3.13+: one parameter a line
+        start += 1
+        line += lines[start]
     shown = ast.parse(f"def {line.rstrip()}: pass").body[0]
     assert isinstance(shown, ast.FunctionDef)
     params = inspect.signature(cls).parameters.values()

@@ -14,11 +14,18 @@ part is a package of its own:
 * :mod:`purgatory_broker.tracing`: the trace schema the broker writes and the
   pipeline reads; :mod:`purgatory_broker.cli`: what its command lines share.
 
+Its programs are console scripts too (``pyproject.toml``): ``purgatory-broker-simulate``
+(the simulation), ``purgatory-broker-wire`` (the wire broker) and
+``purgatory-broker-analytics`` (the pipeline). ``__version__`` is the distribution's
+version, which moves with the library's: it requires ``aio-purgatory~=`` its own
+version (``broker_tests/test_release.py`` checks both).
+
 Unix only: the logs read and write with ``os.pread``/``os.pwrite`` and the
 programs install signal handlers. Importing this package first applies
 ``PURGATORY_NO_EXTENSIONS`` to its own compiled modules (:mod:`._loading`).
 """
 
 from . import _loading  # noqa: F401 - first: PURGATORY_NO_EXTENSIONS picks the pure modules
+from ._version import __version__
 
-__all__: list[str] = []
+__all__ = ["__version__"]

@@ -22,10 +22,12 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, 
 from purgatory.core import build
 from purgatory.testing import ManualClock
 
+from ..repo_kit import ROOT, needs
 from .portability_kit import check_cythonize_writes_outside_the_tree, run_pure, run_setup
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
-ROOT = Path(__file__).resolve().parents[2]
+#: the tests that run the build script (the sdist has it; a copy of tests/ does not)
+needs_setup = needs("setup.py", "cython_build.py")
 
 
 def test_the_flag_says_which_build_is_loaded() -> None:
@@ -134,6 +136,7 @@ def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return run_setup(monkeypatch, ROOT / "setup.py")
 
 
+@needs_setup
 def test_the_build_makes_no_extensions_when_told_not_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -143,6 +146,7 @@ def test_the_build_makes_no_extensions_when_told_not_to(
     assert "building the pure-Python package" in capsys.readouterr().out
 
 
+@needs_setup
 def test_a_module_that_does_not_compile_fails_the_build_naming_the_switch(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -164,6 +168,7 @@ def test_a_module_that_does_not_compile_fails_the_build_naming_the_switch(
     assert not list(tmp_path.glob("broken*.so"))
 
 
+@needs_setup
 def test_a_build_without_cython_fails_unless_the_pure_build_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -173,6 +178,7 @@ def test_a_build_without_cython_fails_unless_the_pure_build_is_asked_for(
         _setup_script(monkeypatch)
 
 
+@needs_setup
 def test_cython_writes_its_c_outside_the_source_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     """cythonize is asked to write every generated file under build/cython/."""
     check_cythonize_writes_outside_the_tree(monkeypatch, ROOT / "setup.py")

@@ -13,13 +13,13 @@ module's own code.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ..repo_kit import ROOT, needs
 from .portability_kit import PlatformCChecks
 
 
+@needs("setup.py", "cython_build.py", "purgatory/core/cmonotonic.pxd")
 class TestTheCore(PlatformCChecks):
-    ROOT = Path(__file__).resolve().parents[2]
+    ROOT = ROOT
     PACKAGE = "purgatory"
     PLATFORM_PXD = frozenset({"purgatory/core/cmonotonic.pxd"})
     EXPECTED = "purgatory.core.timer"

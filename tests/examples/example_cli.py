@@ -16,14 +16,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..repo_kit import ROOT, need
+
 #: the library's examples
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def run_example(
     script: str, *args: str, cwd: Path, timeout_s: float = 30.0
 ) -> subprocess.CompletedProcess[str]:
     """Run ``examples/SCRIPT ARGS`` in ``cwd`` (without the test's warning filters)."""
+    need(f"examples/{script}")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     command = [sys.executable, str(EXAMPLES / script), *args]
     return subprocess.run(

@@ -30,9 +30,10 @@ import pytest
 from purgatory import SystemTimer
 from purgatory.testing import ManualClock
 
+from ..repo_kit import need
 from .example_cli import error_line, run_example
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = need("examples/idle_server.py") / "examples"
 sys.path.insert(0, str(EXAMPLES))
 from idle_server import GOODBYE, SHUTDOWN, IdleServer  # noqa: E402
 

@@ -25,9 +25,10 @@ import pytest
 
 from tests.contrib.redis_kit import RedisServer, free_port
 
+from ..repo_kit import needs
 from .watch_kit import EXAMPLES, GUARD_S, LONG_MS
 
-pytestmark = pytest.mark.system  # redis-server
+pytestmark = [pytest.mark.system, needs("examples/watch_aiohttp_workers.py")]  # redis-server
 
 WORKERS = 4
 MAX_POLLS = 64  # P(some worker got none of them) is about 4 * (3/4)**64

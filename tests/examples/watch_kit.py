@@ -21,13 +21,17 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from ..repo_kit import need
+
+#: the recipes: their tests import them, and are skipped without them (this kit is
+#: imported first)
+RECIPES = ("watch_service.py", "watch_aiohttp.py", "watch_starlette.py")
+EXAMPLES = need(*(f"examples/{name}" for name in RECIPES)) / "examples"
 sys.path.insert(0, str(EXAMPLES))
 from watch_service import WatchService  # noqa: E402
 

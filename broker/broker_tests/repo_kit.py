@@ -1,0 +1,1 @@
+../../tests/repo_kit.py
