@@ -27,6 +27,7 @@ from cython_build import (
 #: the core modules compiled, in purgatory/core/ (the rest stay Python: protocols,
 #: exceptions, small helpers nobody calls per operation)
 CORE_MODULES = [
+    "clock",
     "timer_list",
     "delay_queue",
     "timing_wheel",

@@ -65,6 +65,7 @@ SIGNATURES = {
         "timer_enabled: 'bool' = True) -> 'None'"
     ),
     "core.Histogram": "() -> 'None'",
+    "core.ClockReader": "(clock: 'Clock') -> 'None'",
 }
 
 

@@ -124,14 +124,17 @@ def test_a_purgatory_operation_expires_at_its_virtual_deadline() -> None:
 
 
 def test_the_loop_clock_and_a_running_reaper_read_the_virtual_time() -> None:
-    """The library's clock follows ``loop.time()``: the backend's time reader calls
-    the subclass's override (not ``time.monotonic``), pinned or not."""
+    """The library's clock follows ``loop.time()``: the backend's clock reader calls
+    the subclass's override (not ``time.monotonic``), bound to the loop or not."""
 
     async def main() -> list[int]:
         clock = LoopClock()
         timer = SystemTimer("virtual")
-        seen = [clock.now_ms(), int(clock.pinned_seconds()() * 1000)]
+        reader = clock.bound_reader()
+        assert (reader.kind, reader.source) == ("seconds", asyncio.get_running_loop().time)
+        seen = [clock.now_ms(), reader.now_ms()]
         async with timer:
+            assert timer.reader.kind == "seconds"
             await asyncio.sleep(7)
             seen += [clock.now_ms(), timer.now_ms()]
         return seen

@@ -5,9 +5,9 @@ synchronous method, unchanged) plus what needs a loop:
 
 * ``async with timer`` starts a :class:`~.reaper.Reaper` wrapping it (Kafka's
   ``SystemTimerReaper``) and stops it on exit; tasks stay scheduled. While the
-  reaper runs, the default clock (:class:`~.clock.LoopClock`) is read pinned to
-  the reaper's library (``pin_clock``), without finding the running loop
-  again at every ``add``. :meth:`SystemTimer.start_reaper` and
+  reaper runs, the default clock (:class:`~.clock.LoopClock`) is read through a
+  reader bound to the reaper's library (``use_reader``), without finding the
+  running loop again at every ``add``. :meth:`SystemTimer.start_reaper` and
   :meth:`SystemTimer.stop_reaper` are the same steps for an owner that is not a
   block (the purgatory starts its timer's reaper through them).
 * ``await timer.advance_clock(timeout_ms)``: Kafka's ``advanceClock``.
@@ -26,7 +26,7 @@ from types import TracebackType
 
 from ..core.clock import Clock
 from ..core.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, WheelTimer
-from .backends import is_libuv_time, report_to_running_library
+from .backends import report_to_running_library
 from .clock import LoopClock
 from .reaper import Reaper, advance_clock
 
@@ -77,7 +77,8 @@ class SystemTimer(WheelTimer):
 
         RuntimeError if one runs already, or if no library runs. An empty timer
         is re-based on its clock first; a :class:`~purgatory.LoopClock` is read
-        pinned to that library until :meth:`stop_reaper`.
+        through a reader bound to that library (:meth:`~purgatory.LoopClock.bound_reader`)
+        until :meth:`stop_reaper`.
         """
         if self._reaper is not None:
             raise RuntimeError(f"the reaper of {self.name!r} is already running")
@@ -88,8 +89,7 @@ class SystemTimer(WheelTimer):
         self._reaper = reaper
         clock = self.clock
         if isinstance(clock, LoopClock):  # the reaper's library is where we live now
-            seconds = clock.pinned_seconds()
-            self.pin_clock(seconds, libuv=is_libuv_time(seconds))
+            self.use_reader(clock.bound_reader())
         return reaper
 
     async def stop_reaper(
@@ -108,7 +108,7 @@ class SystemTimer(WheelTimer):
             return await reaper.exit(exc_type, exc, tb)
         finally:
             self._reaper = None
-            self.pin_clock(None)
+            self.use_reader(None)
 
     async def __aenter__(self) -> SystemTimer:
         """:meth:`start_reaper`."""

@@ -15,7 +15,7 @@ above, so they never restate them.
 
 from . import _loading  # noqa: F401 - first: PURGATORY_NO_EXTENSIONS picks the pure modules
 from .build import COMPILED
-from .clock import Clock
+from .clock import Clock, ClockReader
 from .errors import OperationCancelledError, PurgatoryClosedError
 from .histogram import Histogram
 from .idle import IdleTracker
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_TICK_MS",
     "DEFAULT_WHEEL_SIZE",
     "Clock",
+    "ClockReader",
     "Histogram",
     "IdleTracker",
     "Operation",

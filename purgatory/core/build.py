@@ -26,12 +26,23 @@ from __future__ import annotations
 from importlib.machinery import EXTENSION_SUFFIXES
 from types import ModuleType
 
-from . import delay_queue, histogram, idle, operation, purgatory, timer, timer_list, timing_wheel
+from . import (
+    clock,
+    delay_queue,
+    histogram,
+    idle,
+    operation,
+    purgatory,
+    timer,
+    timer_list,
+    timing_wheel,
+)
 from ._loading import NO_EXTENSIONS, prefer_sources
 
 __all__ = ["COMPILED", "COMPILED_MODULES", "NO_EXTENSIONS", "prefer_sources"]
 
 _CORE: tuple[ModuleType, ...] = (
+    clock,
     timer_list,
     delay_queue,
     timing_wheel,

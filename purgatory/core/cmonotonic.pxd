@@ -1,27 +1,27 @@
 # The compiled core's clocks, computed in C bit for bit as the Python reads they
 # replace, so the compiled timer reads the very values the pure one reads, without
-# a Python call. cimported by timer.pxd in place of the pure module's readers; the
-# timer uses them only on Linux, where the two facts below hold (timer.C_CLOCKS).
+# a Python call. cimported by clock.pxd in place of the pure module's readers; a
+# ClockReader uses them only on Linux, where the two facts below hold (clock.C_CLOCKS).
 #
 # The C is Linux's: built elsewhere (macOS, whose CPython reads another clock;
 # Windows, whose compiler has no <sys/time.h> and no clock_gettime), or with
 # PURGATORY_NO_POSIX_CLOCKS defined, it is a stub that includes no time header and
-# says so: monotonic_is_time is 0, so timer.C_CLOCKS is False and timer.py never
-# calls these functions (monotonic_ms() calls time.monotonic instead).
+# says so: monotonic_is_time is 0, so clock.C_CLOCKS is False and clock.py never
+# calls these functions (its readers call time.monotonic and loop.time instead).
 # tests/core/test_build_portability.py compiles both sides.
 #
 # time.monotonic(): CPython on Linux reads clock_gettime(CLOCK_MONOTONIC) as
 # integer nanoseconds t and returns the double t / 1e9 (t exactly, as a double,
 # when t is a whole number of seconds: CPython's _PyTime_AsSecondsDouble, the
-# same lines). timer.monotonic_ms() is then int(monotonic() * 1000).
+# same lines). ClockReader.monotonic() then reads int(monotonic() * 1000).
 #
 # uvloop's loop.time(): uvloop calls uv_update_time (libuv sets the loop's time to
 # uv__hrtime(UV_CLOCK_FAST) // 10**6, integer milliseconds) and returns
 # uv_now() / 1000. libuv's fast clock on Linux is CLOCK_MONOTONIC_COARSE when its
 # resolution is 1 ms or finer, else CLOCK_MONOTONIC (chosen once), and 0 if the
 # read fails. libuv_now_ms() is that uv_now, the same clock read the same way;
-# timer.py divides it by 1000 and multiplies back as the pure core does with
-# loop.time().
+# ClockReader.libuv() divides it by 1000 and multiplies back as the pure core does
+# with loop.time().
 cdef extern from *:
     """
     #if defined(__linux__) && !defined(PURGATORY_NO_POSIX_CLOCKS)

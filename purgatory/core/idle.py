@@ -34,8 +34,10 @@ level walk and a bucket insert per packet. ``benchmarks/idle_bench.py`` measures
 both at 100k connections: the lazy touch is about 2x cheaper than the move (and
 10-16x cheaper than asyncio's cancel + ``call_later``), for 40 more bytes per
 connection (the last-touch time). Its cost is mostly the clock read, which is the
-timer's own public one (``timer.now_ms()``): under the async shell, pinned to
-the loop while the timer's reaper runs (see :mod:`purgatory.aio.clock`).
+timer's own public one (``timer.now_ms()``, through the timer's
+:class:`~.clock.ClockReader`): under the async shell, a reader bound to the loop
+while the timer's reaper runs, in C for asyncio's and uvloop's clocks in the
+compiled core (see :mod:`purgatory.aio.clock`).
 
 Guarantee: ``on_idle(key)`` runs exactly once per silence, no earlier than
 ``timeout_ms`` after the last touch (by the timer's clock) and, with the reaper
@@ -159,7 +161,8 @@ class _Tracker:
         except KeyError:
             self._track(key)
             return
-        # the timer's own clock read: pinned while its reaper runs (aio.clock)
+        # the timer's own clock read (its ClockReader: bound to the loop while its
+        # reaper runs, see aio.clock); a C call when the timer is the core's
         wheel = self._wheel
         task.touched_ms = wheel.now_ms() if wheel is not None else self._now_ms()
 

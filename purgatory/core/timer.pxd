@@ -1,21 +1,15 @@
 # Declarations for compiling timer.py with Cython; see timer_list.pxd.
 cimport cython
 
-from .cmonotonic cimport libuv_now_ms, monotonic, monotonic_is_time
+from .clock cimport ClockReader
 from .delay_queue cimport DelayQueue
 from .timer_list cimport TaskCounter, TaskSink, TimerTask, TimerTaskList
 from .timing_wheel cimport TimingWheel
 
 
-cpdef long long monotonic_ms() except? -1
-
 # the fast path's bounds on a delay, as C integers (compared in C)
 cdef long long _SHORT_MS
 cdef long long _MINUS_SHORT_MS
-# how a pinned clock is read: called, or in C
-cdef int _CALL
-cdef int _MONOTONIC
-cdef int _LIBUV
 
 
 cdef class WheelTimer(TaskSink):
@@ -24,17 +18,14 @@ cdef class WheelTimer(TaskSink):
     cdef public TimerTaskList _due
     cdef public list _errors
     cdef public Py_ssize_t _flushed
-    cdef public int _c_clock
-    cdef public object _pinned
     cdef public object _poll_now_ms
     cdef public DelayQueue _queue
     cdef public Py_ssize_t _ran
-    cdef public object _seconds
+    cdef public ClockReader _reader
     cdef public list _wakeups
     cdef public TimingWheel _wheel
     cdef public object name
 
-    @cython.locals(seconds=object, now_s=cython.double, uv_now_s=cython.double, c_clock=cython.int)
     cpdef long long now_ms(self) except? -1
 
     @cython.locals(delay=object, delay_ms=cython.longlong, expiration_ms=cython.longlong)

@@ -46,12 +46,15 @@ sleeps for it still wakes it: moving that wake-up on each cancel cost more than
 the wake-up in a loop that is busy anyway (BENCHMARKS.md).
 
 The clock is any object with ``now_ms() -> int`` (:class:`~.clock.Clock`), read
-once per ``add`` and once per ``poll``. :meth:`WheelTimer.now_ms` is that read,
-public, so code living beside the timer (the idle tracker, a user's) stamps
-times on the same clock at the same cost. A shell that knows a cheaper reader
-of the same clock, in seconds, pins it with :meth:`WheelTimer.pin_clock`; the
-compiled core reads ``time.monotonic`` (asyncio's loop clock) in C, bit for bit
-the same value, with no Python call (``cmonotonic.pxd``).
+once per ``add`` and once per ``poll`` through the timer's
+:class:`~.clock.ClockReader`, which knows the fastest way to read it.
+:meth:`WheelTimer.now_ms` is that read, public, so code living beside the timer
+(the idle tracker, a user's) stamps times on the same clock at the same cost. A
+shell that knows a cheaper reader of the same clock gives it to the timer with
+:meth:`WheelTimer.use_reader` (the async shell does while the reaper runs: a
+reader bound to the reaper's loop, which the compiled core reads in C for
+asyncio's and uvloop's clocks), and puts the clock's own back with
+``use_reader(None)``.
 
 Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
 ``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
@@ -79,12 +82,11 @@ from __future__ import annotations
 import logging
 import math
 import operator
-import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from ._signature import InitSignature, init_doc
-from .clock import Clock
+from .clock import Clock, ClockReader
 from .delay_queue import DelayQueue
 from .report import collect_exception, raise_collected
 from .timer_list import TaskCounter, TaskSink, TimerTask, TimerTaskList
@@ -95,24 +97,10 @@ try:
 except ImportError:  # the pure-Python core, with Cython not installed
     from . import _cython_shim as cython
 
-if not cython.compiled:  # the compiled core cimports these readers in C (cmonotonic.pxd)
-    from time import monotonic
-
-    #: monotonic() returns time.monotonic()'s value: here it is time.monotonic; the
-    #: compiled core's is computed in C where built with the POSIX clocks (Linux), a
-    #: stub elsewhere (then 0, and monotonic_ms() calls time.monotonic)
-    monotonic_is_time = True
-
-    def libuv_now_ms() -> int:
-        """libuv's ``uv_now()`` refreshed: what uvloop's ``loop.time()`` returns, in
-        ms. Read only by the compiled core (the pure one calls ``loop.time``)."""
-        return int(monotonic() * 1000)  # pragma: no cover - never reached, see pin_clock
-
 
 __all__ = [
     "BUILD",
     "COMPILED",
-    "C_CLOCKS",
     "DEFAULT_TICK_MS",
     "DEFAULT_WHEEL_SIZE",
     "MAX_DELAY_MS",
@@ -120,24 +108,12 @@ __all__ = [
     "Timer",
     "WheelTimer",
     "coerce_delay",
-    "monotonic_ms",
 ]
 
 #: True when this module is the compiled core (Cython), False when it is the .py
 COMPILED: bool = cython.compiled
 #: which build this module is, as reprs show it
 BUILD = "compiled" if COMPILED else "pure"
-#: True when the timer reads pinned clocks in C (``pin_clock``): the compiled core,
-#: on Linux, where CPython's ``time.monotonic`` and libuv's loop time are known
-#: reads of CLOCK_MONOTONIC (see cmonotonic.pxd); elsewhere CPython reads another
-#: clock (macOS: ``mach_absolute_time``), or the platform has no POSIX clocks
-#: (Windows), so cmonotonic.pxd compiles a stub and the pinned reader is called.
-C_CLOCKS: bool = COMPILED and bool(monotonic_is_time)
-# how a pinned clock is read (WheelTimer._c_clock): by calling the pinned reader,
-# or in C, as time.monotonic() or as a libuv loop's time()
-_CALL = 0
-_MONOTONIC = 1
-_LIBUV = 2
 
 #: where a collected error goes when an interrupt ends the pass that collected it
 logger = logging.getLogger("purgatory")
@@ -157,16 +133,6 @@ MAX_WHEEL_SIZE = 2**16
 # (one 30-bit digit) without a generic call; longer delays go through coerce_delay
 _SHORT_MS = 2**30 - 1
 _MINUS_SHORT_MS = -_SHORT_MS
-
-
-def monotonic_ms() -> int:
-    """``time.monotonic()`` in whole milliseconds (asyncio's loop clock, as
-    :class:`purgatory.LoopClock` reads it). O(1); in the compiled core one
-    ``clock_gettime(CLOCK_MONOTONIC)`` on Linux, computed to the same value, no Python
-    call."""
-    if monotonic_is_time:
-        return int(monotonic() * 1000)
-    return int(time.monotonic() * 1000)  # pragma: no cover - compiled, not on Linux
 
 
 def coerce_delay(delay: object) -> int:
@@ -221,21 +187,20 @@ class WheelTimer(TaskSink):
     """A hierarchical timing-wheel timer, driven by ``poll``; see the module doc.
 
     ``add`` O(1); ``cancel`` O(1); ``len`` O(1). ``clock`` is any object with
-    ``now_ms() -> int``: time as the timer sees it, monotonic, in milliseconds.
+    ``now_ms() -> int``: time as the timer sees it, monotonic, in milliseconds;
+    the timer reads it through a :class:`~.clock.ClockReader` (:attr:`reader`).
     """
 
     __slots__ = (
-        "_c_clock",
         "_clock",
         "_counter",
         "_due",
         "_errors",
         "_flushed",
-        "_pinned",
         "_poll_now_ms",
         "_queue",
         "_ran",
-        "_seconds",
+        "_reader",
         "_wakeups",
         "_wheel",
         "name",
@@ -261,14 +226,9 @@ class WheelTimer(TaskSink):
                 raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
-        # the seconds reader pin_clock pinned, or None
-        self._pinned: Callable[[], float] | None = None
-        # how now_ms reads the clock (see pin_clock): int(seconds() * 1000) of this
-        # reader of the same clock in seconds; with None, the clock's own now_ms,
-        self._seconds: Callable[[], float] | None = None
-        # or, when _c_clock is _MONOTONIC or _LIBUV (C_CLOCKS only), the pinned
-        # reader's clock read in C: the same value, no Python call
-        self._c_clock = _CALL
+        # invariant: reads self._clock (its now_ms, or a cheaper read of the same
+        # clock that use_reader was given)
+        self._reader = ClockReader.of(clock)
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
@@ -300,50 +260,30 @@ class WheelTimer(TaskSink):
         return self._counter.value
 
     def now_ms(self) -> int:
-        """The timer's clock, read the way ``add`` reads it. O(1).
-
-        The clock's ``now_ms()``, or while a seconds reader is pinned
-        (:meth:`pin_clock`), ``int(seconds() * 1000)``; in the compiled core on
-        Linux, when that reader is ``time.monotonic`` or a libuv loop's ``time``,
-        the same value computed in C with no Python call (``cmonotonic.pxd``).
-        """
-        seconds = self._seconds
-        if seconds is not None:
-            now_s: float = seconds()
-            return int(now_s * 1000)
-        c_clock = self._c_clock
-        if c_clock:
-            if c_clock == _MONOTONIC:
-                return monotonic_ms()
-            uv_now_s: float = libuv_now_ms() / 1000  # uvloop's loop.time(), as it divides
-            return int(uv_now_s * 1000)
-        return self._clock.now_ms()
+        """The timer's clock, read the way ``add`` reads it: through :attr:`reader`.
+        O(1); with a ``monotonic`` or ``libuv`` reader, in C (no Python call)."""
+        return self._reader.now_ms()
 
     @property
-    def pinned_clock(self) -> Callable[[], float] | None:
-        """The seconds reader :meth:`pin_clock` pinned, or None. O(1)."""
-        return self._pinned
+    def reader(self) -> ClockReader:
+        """How the timer reads its clock: ``ClockReader.of(clock)``, or the reader
+        :meth:`use_reader` was given. O(1)."""
+        return self._reader
 
-    def pin_clock(self, seconds: Callable[[], float] | None, *, libuv: bool = False) -> None:
-        """Read the clock as ``int(seconds() * 1000)`` from now on; None: through the
-        clock's ``now_ms()`` again. O(1).
+    def use_reader(self, reader: ClockReader | None) -> None:
+        """Read the clock through ``reader`` from now on; None: through the clock's
+        ``now_ms()`` again (``ClockReader.of(clock)``). O(1).
 
-        ``seconds`` must read the *same* clock in seconds, only cheaper (the async
-        shell pins the running loop's clock while the timer's reaper runs, so a
-        read skips finding the running loop). ``libuv=True`` says it is an
-        unmodified uvloop loop's ``time`` (libuv's loop time refreshed, in
-        seconds). Where :data:`C_CLOCKS` holds, ``time.monotonic`` and such a
-        ``time`` are then computed in C to the same values, with no Python call.
+        ``reader`` must read the *same* clock, only cheaper: the async shell gives
+        a timer a reader bound to its reaper's loop while the reaper runs (a read
+        then skips finding the running loop, and the compiled core reads asyncio's
+        and uvloop's clocks in C), and calls ``use_reader(None)`` when it stops.
         """
-        self._pinned = seconds
-        c_clock = _CALL
-        if C_CLOCKS and seconds is not None:
-            if seconds is time.monotonic:
-                c_clock = _MONOTONIC
-            elif libuv:
-                c_clock = _LIBUV
-        self._c_clock = c_clock
-        self._seconds = seconds if c_clock == _CALL else None
+        if reader is None:
+            reader = ClockReader.of(self._clock)
+        elif not isinstance(reader, ClockReader):
+            raise TypeError(f"reader must be a ClockReader or None, not {type(reader).__name__}")
+        self._reader = reader
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
@@ -362,7 +302,7 @@ class WheelTimer(TaskSink):
                 delay_ms = coerce_delay(delay)  # a long delay, checked against the limit
         else:
             delay_ms = coerce_delay(delay)
-        expiration_ms = self.now_ms() + delay_ms
+        expiration_ms = self._reader.now_ms() + delay_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
 
@@ -403,7 +343,7 @@ class WheelTimer(TaskSink):
         """
         if self._poll_now_ms is not None:
             raise RuntimeError(f"poll() of timer {self.name!r} called from a task it is running")
-        now_ms = self.now_ms()
+        now_ms = self._reader.now_ms()
         self._poll_now_ms = now_ms
         errors: list[BaseException] = []
         self._errors = errors

@@ -2,7 +2,7 @@
 
 ``cmonotonic.pxd`` reads the POSIX clocks (``clock_gettime``) on Linux; elsewhere
 (Windows and MSVC: no ``<sys/time.h>``, no ``clock_gettime``) a preprocessor guard
-leaves a stub the Python side never calls (``timer.C_CLOCKS`` is False there).
+leaves a stub the Python side never calls (``clock.C_CLOCKS`` is False there).
 
 The tests (:class:`.portability_kit.PlatformCChecks`) run Cython on every compiled
 module of setup.py whose ``.pxd`` cimports it and compile the C with the machine's
@@ -22,4 +22,4 @@ class TestTheCore(PlatformCChecks):
     ROOT = ROOT
     PACKAGE = "purgatory"
     PLATFORM_PXD = frozenset({"purgatory/core/cmonotonic.pxd"})
-    EXPECTED = "purgatory.core.timer"
+    EXPECTED = "purgatory.core.clock"

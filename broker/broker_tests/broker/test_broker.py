@@ -18,7 +18,7 @@ from purgatory_broker.broker.errors import ErrorCode
 from purgatory_broker.broker.storage.records import build_batch, iter_batches, iter_records
 from purgatory_broker.tracing import TraceWriter, trace_schema
 
-from purgatory import PurgatoryClosedError, TopicPartition
+from purgatory import LoopClock, PurgatoryClosedError, TopicPartition
 from purgatory.testing import ManualClock
 
 A = TopicPartition("t", 0)
@@ -371,3 +371,33 @@ async def test_requests_are_refused_once_close_begins(tmp_path: Path, clock: Man
         await closing
     assert waiting.is_cancelled
     assert [r.outcome for r in writer.rows] == ["cancelled"]
+
+
+def test_the_brokers_age_counts_on_its_clock_from_its_making(tmp_path: Path) -> None:
+    clock = ManualClock(start_ms=5_000)
+    broker = Broker(tmp_path, clock=clock, reaper_enabled=False)
+    assert broker.age_ms() == 0
+    clock.advance(250)
+    assert broker.age_ms() == 250
+
+
+@pytest.mark.asyncio
+async def test_on_the_loop_clock_the_age_is_read_through_the_libraries_bound_reader(
+    tmp_path: Path,
+) -> None:
+    """The broker reads no clock its own way: through the produce timer, which reads
+    the loop's clock through a reader bound to the loop while its reaper runs."""
+    clock = LoopClock()
+    before_made_ms = clock.now_ms()
+    broker = Broker(tmp_path)  # the default clock: a LoopClock
+    after_made_ms = clock.now_ms()
+    timer = broker.produce_purgatory.timer
+    assert timer.reader.kind == "clock"
+    async with broker:
+        assert timer.reader.kind != "clock"  # bound to this loop
+        before_ms = clock.now_ms()
+        age_ms = broker.age_ms()
+        after_ms = clock.now_ms()
+    # made between before_made_ms and after_made_ms; read between before and after
+    assert before_ms - after_made_ms <= age_ms <= after_ms - before_made_ms
+    assert timer.reader.kind == "clock"  # back to finding the running loop

@@ -23,8 +23,8 @@ cdef class Broker:
     cdef public object _open_rows
     cdef public object _origin_ms
     cdef public object _partitions
-    cdef public object _read_s
     cdef public object _replica_keys
+    cdef public object _timer
     cdef public object clock
     cdef public BrokerCounters counters
     cdef public object data_dir

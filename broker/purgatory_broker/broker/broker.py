@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -205,8 +205,8 @@ class Broker:
         "_open_rows",
         "_origin_ms",
         "_partitions",
-        "_read_s",
         "_replica_keys",
+        "_timer",
         "clock",
         "counters",
         "data_dir",
@@ -260,9 +260,9 @@ class Broker:
         self.recorder = recorder
         self.segment_bytes = segment_bytes
         self.counters = BrokerCounters()
-        self._origin_ms = self.clock.now_ms()  # trace times count from here
-        # a LoopClock's reader pinned to the loop the broker is entered on (see now_ms)
-        self._read_s: Callable[[], float] | None = None
+        # the clock as the library reads it (see age_ms): the produce timer's
+        self._timer = self.produce_purgatory.timer
+        self._origin_ms = self._timer.now_ms()  # trace times count from here
         self._partitions: dict[TopicPartition, LeaderPartition] = {}
         self._names: dict[TopicPartition, str] = {}  # str(tp) of each partition, for traces
         # invariant: one per partition, made with it: its followers' fetches' watch key
@@ -279,19 +279,17 @@ class Broker:
 
     # -- partitions ----------------------------------------------------------
 
-    def now_ms(self) -> int:
-        """Milliseconds since the broker was made (the trace's clock). O(1).
+    def age_ms(self) -> int:
+        """Milliseconds since the broker was made (the trace's clock), on its clock.
+        O(1).
 
-        Between ``async with broker`` and its close, a :class:`~purgatory.LoopClock`
-        is read through its reader pinned to that loop
-        (:meth:`~purgatory.LoopClock.pinned_seconds`, the same clock): looking the
-        running loop up costs asyncio a ``getpid()`` system call, and the broker
+        Read through the produce timer (``timer.now_ms()``, the same clock): while its
+        reaper runs, the library reads a :class:`~purgatory.LoopClock` through a
+        reader bound to the loop (see :mod:`purgatory.aio.clock`), which saves the
+        running loop's lookup (a ``getpid()`` system call on asyncio), and the broker
         reads the clock about twice per request.
         """
-        read_s = self._read_s
-        if read_s is not None:
-            return int(read_s() * 1000) - self._origin_ms
-        return self.clock.now_ms() - self._origin_ms
+        return self._timer.now_ms() - self._origin_ms
 
     def create_partition(
         self,
@@ -318,7 +316,7 @@ class Broker:
             follower_ids,
             min_insync_replicas=min_insync_replicas,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
-            now_ms=self.now_ms(),
+            now_ms=self.age_ms(),
         )
         self._partitions[tp] = partition
         self._names[tp] = str(tp)
@@ -438,7 +436,7 @@ class Broker:
         if self.recorder is not None:
             row = self._new_row("produce", "produce", pending, timeout_ms)
             row.bytes = size_bytes
-            op.attach_trace(self, row, self.now_ms)
+            op.attach_trace(self, row, self.age_ms)
         self.produce_purgatory.try_complete_else_watch(op, pending)
         return op
 
@@ -495,7 +493,7 @@ class Broker:
     ) -> None:
         """A follower's fetch offsets are its log end offsets: move each partition's
         high watermark with them. O(partitions) plus the purgatory checks."""
-        now_ms = self.now_ms()
+        now_ms = self.age_ms()
         for tp, status in statuses.items():
             partition = self._partitions.get(tp)
             if partition is None or status.fetch_offset > partition.log_end_offset:
@@ -514,7 +512,7 @@ class Broker:
         follower = op.replica_id >= 0
         if self.recorder is not None:
             kind = "fetch_follower" if follower else "fetch_consumer"
-            op.attach_trace(self, self._new_row("fetch", kind, statuses, max_wait_ms), self.now_ms)
+            op.attach_trace(self, self._new_row("fetch", kind, statuses, max_wait_ms), self.age_ms)
         if follower:
             keys = self._replica_keys
             self.fetch_purgatory.try_complete_else_watch(op, [keys[tp] for tp in statuses])
@@ -584,7 +582,7 @@ class Broker:
 
         Kafka runs this every ``replica_lag_time_max_ms / 2``. O(partitions x replicas).
         """
-        now_ms = self.now_ms()
+        now_ms = self.age_ms()
         removed: list[tuple[TopicPartition, int]] = []
         for tp, partition in self._partitions.items():
             gone, moved = partition.maybe_shrink_isr(now_ms)
@@ -602,7 +600,7 @@ class Broker:
 
     def become_leader(self, tp: TopicPartition) -> int:
         """Lead ``tp`` again with a new leader epoch (returned). O(replicas)."""
-        return self._require(tp).become_leader(self.now_ms())
+        return self._require(tp).become_leader(self.age_ms())
 
     def _require_open(self) -> None:
         if self._closed:
@@ -623,7 +621,7 @@ class Broker:
             return
         due_ms = self._partitions[tp].log.flush_due_ms
         if due_ms is not None:
-            task.delay_ms = max(0, due_ms - self.clock.now_ms())
+            task.delay_ms = max(0, due_ms - self._timer.now_ms())
             self.produce_purgatory.timer.add(task)
 
     def _flush_due(self, partition: LeaderPartition) -> None:
@@ -632,7 +630,7 @@ class Broker:
         if partition_log.closed:
             return
         try:
-            partition_log.maybe_flush(self.clock.now_ms())
+            partition_log.maybe_flush(self._timer.now_ms())
         except OSError:
             self.counters.flush_errors += 1
             log.exception("flushing %s failed", partition.topic_partition)
@@ -649,7 +647,7 @@ class Broker:
     def _new_row(
         self, purgatory: str, kind: str, keys: Iterable[TopicPartition], timeout_ms: int
     ) -> TraceRow:
-        now_ms = self.now_ms()
+        now_ms = self.age_ms()
         names = self._names
         op_id = next(self._op_ids)
         # positional: TraceRow's first six fields, in its order
@@ -675,8 +673,6 @@ class Broker:
     async def __aenter__(self) -> Broker:
         await self.produce_purgatory.__aenter__()
         await self.fetch_purgatory.__aenter__()
-        if isinstance(self.clock, LoopClock):
-            self._read_s = self.clock.pinned_seconds()
         return self
 
     async def __aexit__(
@@ -693,14 +689,13 @@ class Broker:
         if self._closed:
             return
         self._closed = True  # from here on produce and fetch refuse
-        self._read_s = None  # the loop may end after this: look it up again
         for task in self._flush_tasks.values():
             task.cancel()
         # first the purgatories (their pending operations are cancelled, and other
         # tasks may still complete some while this awaits), then the rows left open
         await self.produce_purgatory.close()
         await self.fetch_purgatory.close()
-        now_ms = self.now_ms()
+        now_ms = self.age_ms()
         for row in list(self._open_rows.values()):
             row.completed_ms = now_ms
             row.outcome = "cancelled"

@@ -2,8 +2,8 @@
 asyncio) or trio (anyio on trio), or none.
 
 Everything of the async shell that depends on the library (the reaper's sleep
-and task, where callback errors go, scheduling from another thread, the loop's
-clock) is a method of a :class:`~.base.Backend` (awaiting an operation too, but on
+and task, where callback errors go, scheduling from another thread, how to read
+the loop's clock) is a method of a :class:`~.base.Backend` (awaiting an operation too, but on
 asyncio the core does it itself: see :mod:`purgatory.aio.operation`), and
 :func:`current_backend` picks the backend of the running library, in this order
 (the order keeps the asyncio path as cheap as it was before trio was supported):
@@ -23,23 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from ...core.clock import ClockReader
 from ...core.report import collect_exception
 from .asyncio_backend import AsyncioBackend
 from .base import Backend
 
 __all__ = [
     "Backend",
+    "clock_reader",
     "current_backend",
     "in_trio_run",
-    "is_libuv_time",
     "report_to_running_library",
     "require_backend",
     "running_loop",
-    "time_reader",
 ]
 
 #: Returns the running loop of this thread or ``None``; a C function, cheap.
@@ -112,21 +111,14 @@ def _time_without_loop() -> float:
     return monotonic()
 
 
-def is_libuv_time(seconds: Callable[[], float]) -> bool:
-    """True if ``seconds`` is uvloop's own ``Loop.time`` bound to a loop (not a
-    subclass's override): libuv's loop time, refreshed by every call, which the
-    compiled core can read in C (``WheelTimer.pin_clock(..., libuv=True)``, see
-    :mod:`purgatory.aio.clock`). Never imports uvloop. O(1)."""
-    uvloop_loop = sys.modules.get("uvloop.loop")
-    if uvloop_loop is None:
-        return False
-    return getattr(seconds, "__func__", None) is getattr(uvloop_loop.Loop, "time", None)
+#: reads trio's clock inside a trio run, else time.monotonic(): whichever runs now
+_WITHOUT_LOOP = ClockReader.seconds(_time_without_loop)
 
 
-def time_reader(loop: asyncio.AbstractEventLoop | None) -> Callable[[], float]:
-    """The cheapest callable that reads the clock of ``loop`` (of the running
-    library when ``loop`` is None: trio's inside a trio run, else monotonic),
-    in seconds. O(1)."""
+def clock_reader(loop: asyncio.AbstractEventLoop | None) -> ClockReader:
+    """The cheapest :class:`~purgatory.core.ClockReader` of the clock of ``loop``
+    (with ``loop`` None: of the running library's, trio's inside a trio run, else
+    monotonic, asked at every read). O(1)."""
     if loop is None:
-        return _time_without_loop
-    return AsyncioBackend(loop).time_reader()
+        return _WITHOUT_LOOP
+    return AsyncioBackend(loop).clock_reader()

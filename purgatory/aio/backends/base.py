@@ -12,7 +12,8 @@ method                     for                                       used by
 ``yield_now()``            let the library breathe between polls     reaper
 ``report(msg, exc, ctx)``  where a callback's exception goes         timer, purgatory
 ``threadsafe_scheduler()`` run a call on this loop from any thread   ``call_threadsafe``
-``time_reader()``          read this library's clock, in seconds     :class:`LoopClock`
+``clock_reader()``         read this library's clock, the fastest    :class:`LoopClock`,
+                           way (a ``ClockReader``)                   ``SystemTimer``
 =========================  ========================================  ===================
 
 The asyncio backend (:mod:`.asyncio_backend`) serves asyncio, uvloop and anyio on
@@ -29,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+from ...core.clock import ClockReader
 from ...core.timer import WheelTimer
 
 __all__ = ["Backend", "Sleeper", "SleeperBase", "TaskHandle"]
@@ -80,7 +82,8 @@ class Backend(Protocol):
 
     def threadsafe_scheduler(self) -> Callable[[Callable[[], None]], object]: ...
 
-    def time_reader(self) -> Callable[[], float]: ...
+    def clock_reader(self) -> ClockReader:
+        """A reader of this library's clock, bound to it (valid while it runs)."""
 
 
 class SleeperBase:

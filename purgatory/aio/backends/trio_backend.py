@@ -53,6 +53,7 @@ from typing import Any, Generic, TypeVar
 import outcome
 import trio
 
+from ...core.clock import ClockReader
 from ...core.operation import Operation
 from ...core.timer import WheelTimer
 from .base import SleeperBase
@@ -63,6 +64,9 @@ T = TypeVar("T")
 
 #: where exceptions from callbacks go on trio (asyncio has its loop's handler)
 logger = logging.getLogger("purgatory")
+
+#: the run's clock; one reader serves every timer (readers are immutable)
+_CURRENT_TIME = ClockReader.seconds(trio.current_time)
 
 
 class TrioSleeper(SleeperBase):
@@ -226,8 +230,10 @@ class TrioBackend:
         does, without blocking the calling thread)."""
         return trio.lowlevel.current_trio_token().run_sync_soon
 
-    def time_reader(self) -> Callable[[], float]:
-        return trio.current_time
+    def clock_reader(self) -> ClockReader:
+        """``trio.current_time()``, the run's clock (a ``MockClock`` too), in seconds:
+        it does not count from CLOCK_MONOTONIC, so it is always called. O(1)."""
+        return _CURRENT_TIME
 
     def __repr__(self) -> str:
         return "<TrioBackend>"
