@@ -24,6 +24,7 @@ cdef class WheelTimer(TaskSink):
     cdef public TimerTaskList _due
     cdef public list _errors
     cdef public Py_ssize_t _flushed
+    cdef public bint _may_expire_early
     cdef public int _c_clock
     cdef public object _pinned
     cdef public object _poll_now_ms
@@ -37,7 +38,13 @@ cdef class WheelTimer(TaskSink):
     @cython.locals(seconds=object, now_s=cython.double, uv_now_s=cython.double, c_clock=cython.int)
     cpdef long long now_ms(self) except? -1
 
-    @cython.locals(delay=object, delay_ms=cython.longlong, expiration_ms=cython.longlong)
+    @cython.locals(
+        delay=object,
+        delay_ms=cython.longlong,
+        deadline_ms=cython.longlong,
+        expiration_ms=cython.longlong,
+        tick_ms=cython.longlong,
+    )
     cpdef add(self, TimerTask task)
 
     @cython.locals(due=TimerTaskList, was_empty=cython.bint)
