@@ -210,7 +210,7 @@ class _Tracker:
         remaining_ms = task.touched_ms + self._timeout_ms - now_ms
         if remaining_ms > 0:
             wheel = self._wheel
-            if wheel is not None and not wheel._may_expire_early:
+            if wheel is not None and wheel._pad_ms:
                 task.delay_ms = remaining_ms  # filed after the deadline: it cannot spin
             else:
                 # a timer that may run it within the current tick: at least one

@@ -24,10 +24,10 @@ cdef class WheelTimer(TaskSink):
     cdef public TimerTaskList _due
     cdef public list _errors
     cdef public Py_ssize_t _flushed
-    cdef public bint _may_expire_early
     cdef public int _c_clock
     cdef public object _pinned
     cdef public object _poll_now_ms
+    cdef public long long _pad_ms
     cdef public DelayQueue _queue
     cdef public Py_ssize_t _ran
     cdef public object _seconds
@@ -43,7 +43,6 @@ cdef class WheelTimer(TaskSink):
         delay_ms=cython.longlong,
         deadline_ms=cython.longlong,
         expiration_ms=cython.longlong,
-        tick_ms=cython.longlong,
     )
     cpdef add(self, TimerTask task)
 

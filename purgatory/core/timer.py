@@ -28,16 +28,18 @@ Never early. A task runs at the first poll whose clock reading has reached its
 bucket's expiration, and a bucket expires at the start of its tick. The clock
 reads whole milliseconds, truncated: a reading of ``now`` may be anything in
 ``[now, now + 1)``, so the true deadline is below ``now + delay_ms + 1``. ``add``
-therefore files a task with a positive delay at the first tick starting at or
-after that: ``expiration = ceil((now + delay_ms + 1) / tick_ms) * tick_ms``. A
-poll runs it only once the clock reads at least that (a clock reading is never
-ahead of the true time), and a coarser bucket flushed on the way re-files it with
-the same expiration, a multiple of the finest tick, in the finest bucket starting
-exactly there: so it never runs before ``delay_ms`` has passed, and at most one
-tick after (plus however late the poll comes). Example, tick 10: added at 10.9
-(the clock reads 10) with 25, deadline 35.9, expiration ``ceil(36 / 10) * 10 =
-40``: it runs at the first poll at 40 or after. A delay of zero or less is due at
-the next poll.
+therefore gives a task with a positive delay the expiration ``now + delay_ms +
+tick_ms``, which lies in the first tick starting at or after that: its finest
+bucket expires at ``ceil((now + delay_ms + 1) / tick_ms) * tick_ms``. A poll runs
+it only once the clock reads at least that (a clock reading is never ahead of the
+true time), and a coarser bucket flushed on the way re-files it with the same
+expiration, so it lands in that same finest bucket (or runs, if the coarse
+bucket started exactly there): it never runs before ``delay_ms`` has passed, and
+at most one tick after (plus however late the poll comes). Example, tick 10:
+added at 10.9 (the clock reads 10) with 25, deadline 35.9, expiration 45, in the
+bucket of [40, 50): it runs at the first poll at 40 or after. One addition, no
+rounding: the wheel finds the bucket as it does for any expiration. A delay of
+zero or less is due at the next poll.
 
 ``may_expire_early=True`` keeps Kafka's filing instead: ``expiration = now +
 delay_ms``, in the bucket of the tick containing it, so a task may run up to one
@@ -252,7 +254,7 @@ class WheelTimer(TaskSink):
         "_due",
         "_errors",
         "_flushed",
-        "_may_expire_early",
+        "_pad_ms",
         "_pinned",
         "_poll_now_ms",
         "_queue",
@@ -284,8 +286,6 @@ class WheelTimer(TaskSink):
                 raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
-        # Kafka's filing: a task may run up to a tick before its deadline (see add)
-        self._may_expire_early = bool(may_expire_early)
         # the seconds reader pin_clock pinned, or None
         self._pinned: Callable[[], float] | None = None
         # how now_ms reads the clock (see pin_clock): int(seconds() * 1000) of this
@@ -298,6 +298,9 @@ class WheelTimer(TaskSink):
         self._counter = TaskCounter()
         self._queue = DelayQueue()
         self._wheel = TimingWheel(tick_ms, wheel_size, self.now_ms(), self._counter, self._queue)
+        # what add puts after a positive delay's deadline: a tick (never early, see
+        # add), or 0 with may_expire_early (Kafka's filing: up to a tick early)
+        self._pad_ms = 0 if may_expire_early else self._wheel.tick_ms
         # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
         self._due = TimerTaskList(self._counter, finest=True)
         self._ran = 0  # tasks run by the current poll
@@ -324,7 +327,7 @@ class WheelTimer(TaskSink):
     def may_expire_early(self) -> bool:
         """Whether a task may run up to ``tick_ms`` before its deadline, as in Kafka
         (the constructor's option); False: never before it (the default). O(1)."""
-        return self._may_expire_early
+        return not self._pad_ms
 
     def __len__(self) -> int:
         """Tasks scheduled and not yet run or cancelled. O(1)."""
@@ -400,14 +403,9 @@ class WheelTimer(TaskSink):
             delay_ms = coerce_delay(delay)
         deadline_ms = self.now_ms() + delay_ms
         task.deadline_ms = deadline_ms
-        expiration_ms = deadline_ms
-        if delay_ms > 0 and not self._may_expire_early:
-            # never early (module doc): the clock read deadline_ms - delay_ms at a true
-            # time below one more, so the true deadline is below deadline_ms + 1; file
-            # the task for the first tick starting at or after that
-            tick_ms = self._wheel.tick_ms
-            expiration_ms = deadline_ms + tick_ms
-            expiration_ms -= expiration_ms % tick_ms
+        # never early (module doc): the true deadline is below deadline_ms + 1, and
+        # a tick later lies in the first tick that starts at or after that
+        expiration_ms = deadline_ms + self._pad_ms if delay_ms > 0 else deadline_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
 
@@ -584,7 +582,7 @@ class WheelTimer(TaskSink):
         return (
             f"<{type(self).__name__} {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
             f"wheel_size={self.wheel_size} levels={levels} build={BUILD}"
-            f"{' may_expire_early' if self._may_expire_early else ''}>"
+            f"{'' if self._pad_ms else ' may_expire_early'}>"
         )
 
 

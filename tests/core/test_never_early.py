@@ -149,7 +149,7 @@ def test_a_task_notes_its_deadline_and_its_later_expiration() -> None:
     timer = WheelTimer("t", tick_ms=10, clock=clock)
     task = Stamp(25, SubMsClock(0))
     timer.add(task)
-    assert (task.deadline_ms, task.expiration_ms) == (1028, 1030)
+    assert (task.deadline_ms, task.expiration_ms) == (1028, 1038)  # bucket [1030, 1040)
     early = WheelTimer("e", tick_ms=10, clock=clock, may_expire_early=True)
     early.add(task)  # moves it: Kafka's filing
     assert (task.deadline_ms, task.expiration_ms) == (1028, 1028)
