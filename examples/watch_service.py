@@ -231,16 +231,14 @@ class WatchPoll(DelayedOperation[Entry | None]):
     expires once ``timeout_ms`` has passed (then ``expired`` is True and its outcome
     None).
 
-    Its delay is ``timeout_ms + tick_ms``, ``tick_ms`` being its purgatory's tick: a
-    timing wheel expires a bucket when the bucket's first millisecond comes, up to one
-    tick before the deadlines in it (as Kafka's does), so the one tick more makes a
-    timeout never early and at most one tick (and the loop's own delay) late.
+    Its delay is ``timeout_ms``: the library's timer never expires an operation
+    early, and at most one tick (and the loop's own delay) late.
     """
 
     __slots__ = ("_store", "after", "keys")
 
-    def __init__(self, store: Store, request: WatchRequest, tick_ms: int = 1) -> None:
-        super().__init__(request.timeout_ms + tick_ms)
+    def __init__(self, store: Store, request: WatchRequest) -> None:
+        super().__init__(request.timeout_ms)
         self._store = store
         self.keys = request.keys
         self.after = request.after
@@ -331,7 +329,7 @@ class WatchService:
         """
         try:
             request = parse_watch(keys, after, timeout_ms)
-            poll = WatchPoll(self.store, request, self.purgatory.timer.tick_ms)
+            poll = WatchPoll(self.store, request)
         except BadRequest as exc:
             return error(400, str(exc))
         await self.store.load(poll.keys)  # a KeyStore: returns at once, no loop yield

@@ -10,7 +10,7 @@ no sleeping::
     clock = ManualClock(start_ms=0)
     timer = SystemTimer(clock=clock)
     timer.add(task)          # task.delay_ms == 10
-    clock.advance(9); timer.poll()    # 0 ran
+    clock.advance(10); timer.poll()   # 0 ran: never early, filed at the next tick
     clock.advance(1); timer.poll()    # 1 ran
 
 :class:`VirtualTimeLoop`, for asyncio code as it runs: an event loop whose clock

@@ -39,14 +39,16 @@ class MockOp(DelayedOperation[str]):
 
 
 def manual_purgatory(clock: ManualClock, purge_interval: int = 1000, **kwargs: int) -> Purgatory:
-    """The synchronous core's purgatory on a core timer: drive it with clock + poll."""
-    timer = WheelTimer("test", clock=clock, **kwargs)
+    """The synchronous core's purgatory on a core timer: drive it with clock + poll.
+
+    Kafka's filing (see tests/conftest.py): on the manual clock, expiries on time."""
+    timer = WheelTimer("test", clock=clock, may_expire_early=True, **kwargs)
     return Purgatory("test", timer=timer, purge_interval=purge_interval)
 
 
 def manual_shell_purgatory(clock: ManualClock) -> DelayedOperationPurgatory[MockOp]:
-    """The async shell's purgatory on a manual clock, its reaper off."""
-    timer = SystemTimer("test", clock=clock)
+    """The async shell's purgatory on a manual clock, its reaper off (Kafka's filing)."""
+    timer = SystemTimer("test", clock=clock, may_expire_early=True)
     return DelayedOperationPurgatory("test", timer=timer, reaper_enabled=False)
 
 

@@ -105,8 +105,8 @@ def test_testing_with_trio_mock_clock(capsys: pytest.CaptureFixture[str]) -> Non
 def test_testing_with_virtual_time_loop(capsys: pytest.CaptureFixture[str]) -> None:
     example = load("testing_virtual_loop")
     example.test_polls_expire_at_their_virtual_deadlines()
-    assert example.main() == [30.0, 10.0]
-    assert capsys.readouterr().out == "expired at 30.000, 10.000 virtual seconds\n"
+    assert example.main() == [30.001, 10.001]
+    assert capsys.readouterr().out == "expired at 30.001, 10.001 virtual seconds\n"
 
 
 def test_anyio_on_both_backends(capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,13 +269,13 @@ def test_reference_documents_every_public_name(site: Path) -> None:
         (
             "purgatory.SystemTimer",
             "class purgatory.SystemTimer(name: str = 'timer', *, tick_ms: int = 1, "
-            "wheel_size: int = 20, clock: Clock | None = None)",
+            "wheel_size: int = 20, clock: Clock | None = None, may_expire_early: bool = False)",
         ),
         ("purgatory.core.Operation", "class purgatory.core.Operation(delay_ms: int)"),
         (
             "purgatory.core.WheelTimer",
             "class purgatory.core.WheelTimer(name: str = 'timer', *, tick_ms: int = 1, "
-            "wheel_size: int = 20, clock: Clock)",
+            "wheel_size: int = 20, clock: Clock, may_expire_early: bool = False)",
         ),
         ("purgatory.IdleTracker", "class purgatory.IdleTracker(timeout_ms: int, on_idle:"),
         ("purgatory.core.Purgatory.check_and_complete", "check_and_complete(key: Hashable) -> int"),

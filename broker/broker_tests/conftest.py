@@ -40,5 +40,8 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def timer(clock: ManualClock) -> SystemTimer:
-    """A default-sized timer on the manual clock; drive it with clock.advance + poll."""
-    return SystemTimer("test", clock=clock)
+    """A default-sized timer on the manual clock; drive it with clock.advance + poll.
+
+    Kafka's filing (may_expire_early), as the broker's own timers: on the manual
+    clock a delayed request expires exactly at its timeout."""
+    return SystemTimer("test", clock=clock, may_expire_early=True)

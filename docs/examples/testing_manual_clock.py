@@ -39,11 +39,11 @@ def test_poll_expires_at_its_timeout() -> None:
     purgatory = manual_purgatory(clock)
     poll = Poll(timeout_ms=30_000)
     assert not purgatory.try_complete_else_watch(poll, ["key"])
-    clock.advance(29_999)
+    clock.advance(30_000)
     purgatory.timer.poll()
-    assert poll.outcome is Outcome.PENDING  # 1 ms before the timeout
-    clock.advance(1)
-    assert purgatory.timer.poll() == 1  # one task ran: the expiry
+    assert poll.outcome is Outcome.PENDING  # never early: filed at the tick after 30,000
+    clock.advance(10)
+    assert purgatory.timer.poll() == 1  # one task ran: the expiry, at 30,010
     assert poll.expired
     assert poll.result() == "timeout"
     assert purgatory.num_delayed == 0

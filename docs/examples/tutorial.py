@@ -73,10 +73,10 @@ async def expire(
 ) -> int:
     op = WaitForCount(counts, ["green"], target=5, timeout_ms=500)
     purgatory.try_complete_else_watch(op, op.keys)
-    clock.advance(499)
-    purgatory.timer.poll()  # 499 ms: not yet
+    clock.advance(500)
+    purgatory.timer.poll()  # 500 ms: not yet (never early: due a millisecond after)
     clock.advance(1)
-    purgatory.timer.poll()  # 500 ms: the timer expires it
+    purgatory.timer.poll()  # 501 ms: the timer expires it
     result = await op
     print("result", result, op.outcome, "expired:", op.expired)
     return result

@@ -38,7 +38,9 @@ class SystemTimer(WheelTimer):
 
     ``add`` O(1); ``cancel`` O(1); ``len`` O(1). ``clock`` is any object with
     ``now_ms() -> int``; by default the running event loop's clock
-    (:class:`~purgatory.LoopClock`).
+    (:class:`~purgatory.LoopClock`). A task never runs before its delay has
+    passed, at most a tick after; ``may_expire_early=True``: up to a tick before
+    it instead, as in Kafka (see :mod:`purgatory.core.timer`).
     """
 
     __slots__ = ("_reaper",)
@@ -50,12 +52,14 @@ class SystemTimer(WheelTimer):
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         clock: Clock | None = None,
+        may_expire_early: bool = False,
     ) -> None:
         super().__init__(
             name,
             tick_ms=tick_ms,
             wheel_size=wheel_size,
             clock=LoopClock() if clock is None else clock,
+            may_expire_early=may_expire_early,
         )
         self._reaper: Reaper | None = None
 

@@ -17,8 +17,10 @@ each name prefixed with the ``namespace`` (``purgatory_watched``); Prometheus's 
 appends ``_total`` to a counter's (``purgatory_expired_total``).
 
 The lateness quantiles are the purgatory's own (a log-linear histogram over every
-expiry since it started), exported as gauges rather than a Prometheus summary:
-they are not windowed.
+expiry since it started, measured from each operation's deadline), exported as
+gauges rather than a Prometheus summary: they are not windowed. An expiry before
+its deadline (a timer made with ``may_expire_early=True``) counts as lateness 0 and
+in ``expired_early``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("keys", "gauge", "keys", "Keys with a watcher list."),
     ("completed_early", "counter", "completed_early", "Completed before their deadline."),
     ("expired", "counter", "expired", "Operations completed by their timeout."),
+    (
+        "expired_early",
+        "counter",
+        "expired_early",
+        "Expiries before their deadline (only timers with may_expire_early).",
+    ),
     ("cancelled", "counter", "cancelled", "Cancelled (op.cancel, cancel_for_key, close)."),
     ("purged", "counter", "purged", "Done operations removed from watcher lists by purges."),
     ("purges", "counter", "purges", "Purges run."),

@@ -24,5 +24,5 @@ cdef class _Tracker:
     @cython.locals(task=_IdleTask, wheel=WheelTimer)
     cpdef touch(self, key)
 
-    @cython.locals(task=_IdleTask, remaining_ms=cython.longlong, now_ms=cython.longlong, tick_ms=cython.longlong)
+    @cython.locals(task=_IdleTask, remaining_ms=cython.longlong, now_ms=cython.longlong, tick_ms=cython.longlong, wheel=WheelTimer)
     cpdef _expire(self, _IdleTask task)

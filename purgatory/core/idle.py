@@ -20,13 +20,15 @@ time of its last touch:
   never makes it spin);
 * ``forget(key)`` cancels the task: O(1), the wheel's buckets are linked lists.
 
-Worked example, ``timeout_ms=100``, tick 1 ms::
+Worked example, ``timeout_ms=100``, tick 1 ms (the timer files a task one
+millisecond past its deadline, so that it never runs early: see
+:mod:`.timer`)::
 
-    t=0    touch(a)   touched 0, task added, due at 100
+    t=0    touch(a)   touched 0, task added, due at 101
     t=30   touch(a)   touched 30           (no timer operation)
     t=80   touch(a)   touched 80           (no timer operation)
-    t=100  task runs: silent 20 < 100: re-added for 80, due at 180
-    t=180  task runs: silent 100: a forgotten, on_idle(a)
+    t=101  task runs: silent 21 < 100: re-added for 79, due at 181
+    t=181  task runs: silent 101: a forgotten, on_idle(a)
 
 The alternative, *move per touch* (re-add the task on every touch: the timer
 moves it in O(1)), keeps the wheel exact but pays a clock read, an unlink, a
@@ -123,7 +125,7 @@ class _Tracker:
         # the same timer when it is the core's own: the compiled core reads its clock in C
         self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         # invariant: key -> its task; every task here is scheduled in self._timer,
-        # task.key == key, and its entry expires before
+        # task.key == key, and its entry expires by
         # task.touched_ms + timeout_ms + tick_ms (it never sleeps past the deadline)
         self._tasks: dict[Hashable, _IdleTask] = {}
         self._reaped = 0  # on_idle calls so far
@@ -210,8 +212,14 @@ class _Tracker:
         now_ms = self._timer.now_ms()
         remaining_ms = task.touched_ms + self._timeout_ms - now_ms
         if remaining_ms > 0:
-            tick_ms = self._timer.tick_ms
-            task.delay_ms = remaining_ms if remaining_ms >= tick_ms else tick_ms
+            wheel = self._wheel
+            if wheel is not None and wheel._pad_ms:
+                task.delay_ms = remaining_ms  # filed after the deadline: it cannot spin
+            else:
+                # a timer that may run it within the current tick: at least one
+                # tick, so that a coarse tick never makes it spin
+                tick_ms = self._timer.tick_ms
+                task.delay_ms = remaining_ms if remaining_ms >= tick_ms else tick_ms
             self._rearmed += 1
             self._timer.add(task)
             return
@@ -228,7 +236,7 @@ class _Tracker:
             assert task._tracker is self, "task of another tracker"
             assert task.touched_ms <= now_ms, "touched in the future"
             assert task._list is not None, f"the task of tracked key {key!r} is in no bucket"
-            assert task.expiration_ms < task.touched_ms + bound_ms, (
+            assert task.expiration_ms <= task.touched_ms + bound_ms, (
                 f"task of {key!r} expires at {task.expiration_ms}, after the deadline "
                 f"{task.touched_ms + self._timeout_ms} plus a tick"
             )

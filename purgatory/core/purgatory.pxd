@@ -18,6 +18,7 @@ cdef class Purgatory(CompletionListener):
     cdef public list _done_watched
     cdef public Py_ssize_t _estimated
     cdef public Py_ssize_t _expired
+    cdef public Py_ssize_t _expired_early
     cdef public Histogram _lateness
     cdef public Py_ssize_t _num_delayed
     cdef public bint _purge_due
@@ -69,7 +70,7 @@ cdef class Purgatory(CompletionListener):
 
     cpdef _operation_cancelled(self, Operation op, bint from_timer)
 
-    @cython.locals(wheel=WheelTimer, now_ms=cython.longlong)
+    @cython.locals(wheel=WheelTimer, now_ms=cython.longlong, lateness_ms=cython.longlong)
     cpdef _operation_completed(self, Operation op, bint from_timer)
 
     cpdef _request_purge(self)

@@ -134,11 +134,14 @@ class PurgatoryStatistics:
     keys: int  #: keys with a watcher list
     completed_early: int  #: completed before their deadline
     expired: int  #: completed by the timer
+    #: expired before their deadline by the timer's clock (only a timer made with
+    #: ``may_expire_early=True`` does that; lateness counts them as 0)
+    expired_early: int
     cancelled: int  #: cancelled (cancel_for_key, close)
     purged: int  #: completed operations removed from watcher lists by purges
     purges: int  #: purges run
     lateness_count: int  #: expirations measured
-    lateness_max_ms: int  #: how long after its deadline the latest expiry ran
+    lateness_max_ms: int  #: how long after its deadline (now + timeout) the latest expiry ran
     lateness_p50_ms: int  #: median expiry lateness (log-linear histogram, <12.5% over)
     lateness_p99_ms: int  #: 99th percentile expiry lateness
 
@@ -162,6 +165,7 @@ class Purgatory(CompletionListener):
         "_done_watched",
         "_estimated",
         "_expired",
+        "_expired_early",
         "_lateness",
         "_num_delayed",
         "_purge_due",
@@ -214,6 +218,7 @@ class Purgatory(CompletionListener):
         self._purge_due = False  # a purge was asked for while _depth > 0
         self._completed_early = 0
         self._expired = 0
+        self._expired_early = 0  # expiries before their deadline_ms (may_expire_early)
         self._cancelled = 0
         self._purged = 0
         self._purges = 0
@@ -438,6 +443,7 @@ class Purgatory(CompletionListener):
             keys=len(self._watchers),
             completed_early=self._completed_early,
             expired=self._expired,
+            expired_early=self._expired_early,
             cancelled=self._cancelled,
             purged=self._purged,
             purges=self._purges,
@@ -553,7 +559,12 @@ class Purgatory(CompletionListener):
             self._expired += 1
             wheel = self._wheel_timer
             now_ms = wheel.poll_now_ms() if wheel is not None else self.timer.poll_now_ms()
-            self._lateness.record(now_ms - op.expiration_ms)
+            # from the deadline asked for, not the bucket's expiration: an early
+            # expiry shows (counted, and as lateness 0)
+            lateness_ms = now_ms - op.deadline_ms
+            if lateness_ms < 0:
+                self._expired_early += 1
+            self._lateness.record(lateness_ms)
         else:
             self._completed_early += 1
         if self._estimated - self._num_delayed > self.purge_interval:

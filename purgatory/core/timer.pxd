@@ -19,6 +19,7 @@ cdef class WheelTimer(TaskSink):
     cdef public list _errors
     cdef public Py_ssize_t _flushed
     cdef public object _poll_now_ms
+    cdef public long long _pad_ms
     cdef public DelayQueue _queue
     cdef public Py_ssize_t _ran
     cdef public ClockReader _reader
@@ -28,7 +29,12 @@ cdef class WheelTimer(TaskSink):
 
     cpdef long long now_ms(self) except? -1
 
-    @cython.locals(delay=object, delay_ms=cython.longlong, expiration_ms=cython.longlong)
+    @cython.locals(
+        delay=object,
+        delay_ms=cython.longlong,
+        deadline_ms=cython.longlong,
+        expiration_ms=cython.longlong,
+    )
     cpdef add(self, TimerTask task)
 
     @cython.locals(due=TimerTaskList, was_empty=cython.bint)

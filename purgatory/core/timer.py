@@ -7,8 +7,9 @@ waiting. It reads its clock, files tasks and runs what is due when asked
 bucket, as Kafka's ``SystemTimerReaper`` wraps a ``Timer``). :class:`Timer` is
 the interface the purgatory and the idle tracker accept (Kafka's ``Timer``).
 
-``add(task)`` reads the clock once, computes ``expiration = now + delay_ms`` and
-hands a new entry to the wheel: O(1) for delays within the finest wheel's
+``add(task)`` reads the clock once, notes the task's deadline
+``deadline_ms = now + delay_ms``, computes its expiration (below: never early)
+and hands the task to the wheel: O(1) for delays within the finest wheel's
 interval, O(levels) beyond. An entry the wheel refuses because it is already due
 goes to the *due list* (a bucket of its own, so cancelling it is still O(1)); it
 runs at the next ``poll``, never inside ``add``, so code that schedules a task
@@ -23,9 +24,29 @@ is never re-entered by it.
    or, refused as due, runs now (unless it was cancelled meanwhile). A bucket of
    the finest wheel holds only due entries, so its flush runs them directly.
 
-With ``tick_ms == 1`` a task runs at the first poll at or after its expiration;
-with a coarser tick it may run up to ``tick_ms - 1`` ms before it (its bucket
-expires at the start of its tick), never earlier.
+Never early. A task runs at the first poll whose clock reading has reached its
+bucket's expiration, and a bucket expires at the start of its tick. The clock
+reads whole milliseconds, truncated: a reading of ``now`` may be anything in
+``[now, now + 1)``, so the true deadline is below ``now + delay_ms + 1``. ``add``
+therefore gives a task with a positive delay the expiration ``now + delay_ms +
+tick_ms``, which lies in the first tick starting at or after that: its finest
+bucket expires at ``ceil((now + delay_ms + 1) / tick_ms) * tick_ms``. A poll runs
+it only once the clock reads at least that (a clock reading is never ahead of the
+true time), and a coarser bucket flushed on the way re-files it with the same
+expiration, so it lands in that same finest bucket (or runs, if the coarse
+bucket started exactly there): it never runs before ``delay_ms`` has passed, and
+at most one tick after (plus however late the poll comes). Example, tick 10:
+added at 10.9 (the clock reads 10) with 25, deadline 35.9, expiration 45, in the
+bucket of [40, 50): it runs at the first poll at 40 or after. One addition, no
+rounding: the wheel finds the bucket as it does for any expiration. A delay of
+zero or less is due at the next poll.
+
+``may_expire_early=True`` keeps Kafka's filing instead: ``expiration = now +
+delay_ms``, in the bucket of the tick containing it, so a task may run up to one
+tick (``tick_ms - 1`` ms by the clock, nearly ``tick_ms`` in true time) before
+its deadline, and never later than the poll after its tick starts. In both modes
+the task's ``deadline_ms`` is ``now + delay_ms`` (the lateness the purgatory
+measures counts from it, and counts the expiries before it).
 
 The reaper (:mod:`purgatory.aio.reaper`) calls ``poll`` when the earliest bucket
 with tasks expires and sleeps otherwise, woken earlier through
@@ -189,6 +210,8 @@ class WheelTimer(TaskSink):
     ``add`` O(1); ``cancel`` O(1); ``len`` O(1). ``clock`` is any object with
     ``now_ms() -> int``: time as the timer sees it, monotonic, in milliseconds;
     the timer reads it through a :class:`~.clock.ClockReader` (:attr:`reader`).
+    A task never runs before its delay has passed, at most a tick after;
+    ``may_expire_early=True``: up to a tick before it instead, as in Kafka.
     """
 
     __slots__ = (
@@ -197,6 +220,7 @@ class WheelTimer(TaskSink):
         "_due",
         "_errors",
         "_flushed",
+        "_pad_ms",
         "_poll_now_ms",
         "_queue",
         "_ran",
@@ -216,8 +240,9 @@ class WheelTimer(TaskSink):
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         clock: Clock,
+        may_expire_early: bool = False,
     ) -> None:
-        "__init__(self, name='timer', *, tick_ms=1, wheel_size=20, clock)\n--\n\nA timer named ``name`` whose finest wheel has ``wheel_size`` buckets of ``tick_ms``."  # noqa: E501
+        "__init__(self, name='timer', *, tick_ms=1, wheel_size=20, clock, may_expire_early=False)\n--\n\nA timer named ``name`` whose finest wheel has ``wheel_size`` buckets of ``tick_ms``."  # noqa: E501
         for setting, value, limit in (
             ("tick_ms", tick_ms, MAX_DELAY_MS),
             ("wheel_size", wheel_size, MAX_WHEEL_SIZE),
@@ -233,6 +258,9 @@ class WheelTimer(TaskSink):
         self._counter = TaskCounter()
         self._queue = DelayQueue()
         self._wheel = TimingWheel(tick_ms, wheel_size, self.now_ms(), self._counter, self._queue)
+        # what add puts after a positive delay's deadline: a tick (never early, see
+        # add), or 0 with may_expire_early (Kafka's filing: up to a tick early)
+        self._pad_ms = 0 if may_expire_early else self._wheel.tick_ms
         # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
         self._due = TimerTaskList(self._counter, finest=True)
         self._ran = 0  # tasks run by the current poll
@@ -254,6 +282,12 @@ class WheelTimer(TaskSink):
     @property
     def wheel_size(self) -> int:
         return self._wheel.wheel_size
+
+    @property
+    def may_expire_early(self) -> bool:
+        """Whether a task may run up to ``tick_ms`` before its deadline, as in Kafka
+        (the constructor's option); False: never before it (the default). O(1)."""
+        return not self._pad_ms
 
     def __len__(self) -> int:
         """Tasks scheduled and not yet run or cancelled. O(1)."""
@@ -288,8 +322,13 @@ class WheelTimer(TaskSink):
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
 
-        A delay of zero or less makes the task due at the next poll. O(1) within
-        the finest wheel's interval, O(levels) beyond it.
+        The task runs no earlier than ``delay_ms`` after this call and at most one
+        tick (plus the poll's delay) after that; with ``may_expire_early``, up to
+        ``tick_ms`` before it instead, as in Kafka (see the module doc). Sets the
+        task's ``deadline_ms`` (the clock now plus ``delay_ms``) and
+        ``expiration_ms`` (when its bucket expires). A delay of zero or less makes
+        the task due at the next poll. O(1) within the finest wheel's interval,
+        O(levels) beyond it.
         """
         delay = task.delay_ms
         delay_ms: int
@@ -302,7 +341,11 @@ class WheelTimer(TaskSink):
                 delay_ms = coerce_delay(delay)  # a long delay, checked against the limit
         else:
             delay_ms = coerce_delay(delay)
-        expiration_ms = self._reader.now_ms() + delay_ms
+        deadline_ms = self._reader.now_ms() + delay_ms
+        task.deadline_ms = deadline_ms
+        # never early (module doc): the true deadline is below deadline_ms + 1, and
+        # a tick later lies in the first tick that starts at or after that
+        expiration_ms = deadline_ms + self._pad_ms if delay_ms > 0 else deadline_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
 
@@ -478,7 +521,8 @@ class WheelTimer(TaskSink):
         levels = len(self._wheel.levels())
         return (
             f"<{type(self).__name__} {self.name!r} size={len(self)} tick_ms={self.tick_ms} "
-            f"wheel_size={self.wheel_size} levels={levels} build={BUILD}>"
+            f"wheel_size={self.wheel_size} levels={levels} build={BUILD}"
+            f"{'' if self._pad_ms else ' may_expire_early'}>"
         )
 
 

@@ -15,6 +15,7 @@ cdef class _Link:
 
 cdef class TimerTask(_Link):
     cdef public TimerTaskList _list
+    cdef public long long deadline_ms
     cdef public object delay_ms
     cdef public long long expiration_ms
 

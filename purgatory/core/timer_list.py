@@ -67,7 +67,7 @@ class TimerTask(_Link):
     bucket, its links there and its expiration.
     """
 
-    __slots__ = ("_list", "delay_ms", "expiration_ms")
+    __slots__ = ("_list", "deadline_ms", "delay_ms", "expiration_ms")
 
     #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
     __signature__ = InitSignature()
@@ -75,6 +75,10 @@ class TimerTask(_Link):
     # invariant: None, or the bucket this task is linked in (then _next/_prev are
     # its neighbours there and expiration_ms is within that bucket's tick)
     _list: TimerTaskList | None
+    # set by the timer's add: the clock's time then plus delay_ms, the time the task
+    # was asked to run at (what lateness is measured from); expiration_ms is when its
+    # bucket expires, at or after it unless the timer may expire early (WheelTimer.add)
+    deadline_ms: int
     expiration_ms: int
 
     def __init__(self, delay_ms: int) -> None:

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.anyio
 
 
 def manual(clock: ManualClock) -> DelayedOperationPurgatory[MockOp]:
-    return DelayedOperationPurgatory("p", timer=SystemTimer("t", clock=clock), reaper_enabled=False)
+    """Kafka's filing: on a manual clock, expiries exactly on time (tests/conftest.py)."""
+    timer = SystemTimer("t", clock=clock, may_expire_early=True)
+    return DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
 
 
 async def _await_into(op: MockOp, got: list[object]) -> None:

@@ -116,7 +116,7 @@ def test_call_threadsafe_needs_a_running_purgatory(clock: ManualClock) -> None:
 async def test_awaiters_of_a_list_an_interrupt_hit_are_failed_by_close() -> None:
     clock = ManualClock(0)
     p = DelayedOperationPurgatory[MockOp](
-        "p", timer=SystemTimer("t", clock=clock), reaper_enabled=False
+        "p", timer=SystemTimer("t", clock=clock, may_expire_early=True), reaper_enabled=False
     )
     async with p:
         bad, waiting = Hostile(100, "bad"), MockOp(100, "waiting")

@@ -141,7 +141,7 @@ async def test_advance_clock_sleeps_again_when_woken_before_the_bucket(
     # clock is manual and the second sleep moves it to its target: no real wait
     clock = ManualClock(start_ms=0)
     out: list[tuple[int, int]] = []
-    timer = SystemTimer("manual", clock=clock)
+    timer = SystemTimer("manual", clock=clock, may_expire_early=True)  # on time: Kafka's filing
     schedule(timer, 10, out)  # within the finest wheel (20 ms): one expiry runs it
     targets: list[int | None] = []
 

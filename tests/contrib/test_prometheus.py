@@ -7,8 +7,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer
 from purgatory.contrib.prometheus import FAMILIES, PurgatoryCollector
+from purgatory.testing import ManualClock
 
 
 class Never(DelayedOperation[None]):
@@ -60,6 +61,26 @@ async def test_a_scrape_reads_every_purgatorys_statistics() -> None:
         assert got[("kafka_completed_early_total", "produce")] == 1.0
         assert got[("kafka_cancelled_total", "produce")] == 1.0
     assert scrape(registry)[("kafka_cancelled_total", "produce")] == 2.0  # closed: now
+
+
+@pytest.mark.parametrize("may_expire_early", [False, True])
+def test_an_early_expiry_is_exported(may_expire_early: bool) -> None:
+    """Added at 3 with 25 ms on a 10 ms tick: Kafka's filing expires it at 20, five
+    ms early (exported as early, lateness 0); the default at 30, 2 ms late."""
+    clock = ManualClock(3)
+    timer = SystemTimer("t", tick_ms=10, clock=clock, may_expire_early=may_expire_early)
+    purgatory = DelayedOperationPurgatory[Never]("p", timer=timer, reaper_enabled=False)
+    registry = CollectorRegistry()
+    registry.register(PurgatoryCollector(purgatory))
+    purgatory.try_complete_else_watch(Never(25), ["k"])
+    while purgatory.num_delayed:
+        clock.advance(1)
+        timer.poll()
+    got = scrape(registry)
+    assert got[("purgatory_expired_total", "p")] == 1.0
+    assert got[("purgatory_expired_early_total", "p")] == (1.0 if may_expire_early else 0.0)
+    assert got[("purgatory_expiry_lateness_max_ms", "p")] == (0.0 if may_expire_early else 2.0)
+    assert clock.now_ms() == (20 if may_expire_early else 30)
 
 
 def test_names_are_checked() -> None:

@@ -109,6 +109,8 @@ def test_python_subclasses_of_timer_task_run_on_either_build(cls: type[TimerTask
     timer.add(task)
     assert task.is_scheduled and len(timer) == 1
     clock.advance(5)
+    assert timer.poll() == 0  # never early: the tick after the deadline (test_never_early)
+    clock.advance(1)
     assert timer.poll() == 1
     assert task.ran == 1  # type: ignore[attr-defined]
     with pytest.raises(AttributeError):
@@ -125,7 +127,7 @@ def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
     p.try_complete_else_watch(plain, ["k"])
     slotted.ready = True
     assert p.check_and_complete("k") == 1 and slotted.result() == "slotted"
-    clock.advance(10)
+    clock.advance(11)  # never early: the tick after the deadline
     p.timer.poll()
     assert plain.result() == "plain" and plain.timed_out and plain.note == "completed"
     assert plain.expired and not slotted.expired

@@ -277,8 +277,9 @@ def test_random_touches_match_a_model(clock: ManualClock, tick_ms: int, seed: in
 
 
 def test_coarse_tick_never_spins(clock: ManualClock) -> None:
-    """A re-arm shorter than a tick waits a whole tick: one add, not a busy loop."""
-    timer = SystemTimer("coarse", tick_ms=10, clock=clock)
+    """A re-arm shorter than a tick waits a whole tick: one add, not a busy loop
+    (a timer with Kafka's filing, which could run it within the current tick)."""
+    timer = SystemTimer("coarse", tick_ms=10, clock=clock, may_expire_early=True)
     tracker, rec = make(clock, timer)
     tracker.touch("a")  # at 0: the task is due at 100
     clock.advance(95)
@@ -296,6 +297,26 @@ def test_coarse_tick_never_spins(clock: ManualClock) -> None:
     assert rec.calls == [(200, "a")]
 
 
+def test_a_never_early_timer_re_arms_for_exactly_what_remains(clock: ManualClock) -> None:
+    """The default filing puts a re-arm after its deadline: no tick added, no spin."""
+    timer = SystemTimer("coarse", tick_ms=10, clock=clock)
+    tracker, rec = make(clock, timer)
+    tracker.touch("a")  # at 0: deadline 100, filed at 110
+    clock.advance(95)
+    tracker.touch("a")  # deadline 195
+    clock.advance(5)
+    assert timer.poll() == 0  # t=100: not yet
+    clock.advance(10)
+    assert timer.poll() == 1 and tracker.rearmed == 1  # t=110: 85 remain, filed at 200
+    tracker._check_invariants()
+    for _ in range(89):  # t=111..199: nothing runs
+        clock.advance(1)
+        assert timer.poll() == 0
+    clock.advance(1)
+    timer.poll()  # t=200
+    assert rec.calls == [(200, "a")] and tracker.rearmed == 1
+
+
 @pytest.mark.asyncio
 async def test_on_idle_raising_goes_to_the_loop_exception_handler(clock: ManualClock) -> None:
     timer = SystemTimer("test", clock=clock)  # the shell's timer reports to the loop
@@ -307,7 +328,7 @@ async def test_on_idle_raising_goes_to_the_loop_exception_handler(clock: ManualC
         tracker: IdleTracker[object] = IdleTracker(T, rec, timer=timer)
         tracker.touch("bad")
         tracker.touch("good")
-        clock.advance(T)
+        clock.advance(T + 1)  # never early: the tick after the deadline
         assert timer.poll() == 2  # with a loop running, nothing is raised
     finally:
         loop.set_exception_handler(None)

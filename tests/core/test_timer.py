@@ -137,7 +137,8 @@ def test_tasks_made_due_while_polling_wait_for_the_next_poll(
 
 
 def test_coarse_ticks_fire_at_most_a_tick_early_never_more(clock: ManualClock) -> None:
-    timer = SystemTimer(tick_ms=10, wheel_size=4, clock=clock)
+    """Kafka's filing; the default's is never early (test_never_early.py)."""
+    timer = SystemTimer(tick_ms=10, wheel_size=4, clock=clock, may_expire_early=True)
     log: list[tuple[object, int]] = []
     for delay in range(0, 300, 7):
         timer.add(Recorder(delay, delay, clock, log))
@@ -150,16 +151,24 @@ def test_coarse_ticks_fire_at_most_a_tick_early_never_more(clock: ManualClock) -
         assert label - 10 < at <= label, f"task of delay {label} ran at {at}"
 
 
+@pytest.mark.parametrize("may_expire_early", [False, True])
 @pytest.mark.parametrize(("tick_ms", "wheel_size"), [(1, 3), (1, 20), (3, 3), (10, 2)])
 def test_every_small_delay_fires_on_time_from_every_tick_phase(
-    tick_ms: int, wheel_size: int
+    tick_ms: int, wheel_size: int, may_expire_early: bool
 ) -> None:
-    """Exhaustive over delays up to several overflow levels and over start phases."""
+    """Exhaustive over delays up to several overflow levels and over start phases:
+    Kafka's filing runs a task at the start of its deadline's tick (on time with
+    tick 1), the default at the first tick starting after it."""
     horizon = 3 * tick_ms * wheel_size**3
     for start in range(1000, 1000 + tick_ms + 1):
         for warmup in (0, 1, tick_ms):  # wheel time equal to, or lagging, the clock
             clock = ManualClock(start)
-            timer = SystemTimer(tick_ms=tick_ms, wheel_size=wheel_size, clock=clock)
+            timer = SystemTimer(
+                tick_ms=tick_ms,
+                wheel_size=wheel_size,
+                clock=clock,
+                may_expire_early=may_expire_early,
+            )
             clock.advance(warmup)
             log: list[tuple[object, int]] = []
             added_at = clock.now_ms()
@@ -172,7 +181,10 @@ def test_every_small_delay_fires_on_time_from_every_tick_phase(
             for label, at in log:
                 assert isinstance(label, int)
                 expiration = added_at + label
-                if tick_ms == 1:
+                if not may_expire_early and label > 0:
+                    assert at == -(-(expiration + 1) // tick_ms) * tick_ms, (label, at)
+                    assert expiration < at <= expiration + tick_ms, (label, at)
+                elif tick_ms == 1:
                     assert at == max(expiration, added_at), (label, at)
                 else:
                     assert (
@@ -244,9 +256,11 @@ def test_buckets_emptied_by_cancels_are_skipped_and_refill(
 
 def test_repr_and_properties(timer: WheelTimer) -> None:
     assert timer.tick_ms == 1 and timer.wheel_size == 20
-    assert (
-        repr(timer) == f"<WheelTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1 build={BUILD}>"
+    assert repr(timer) == (
+        f"<WheelTimer 'test' size=0 tick_ms=1 wheel_size=20 levels=1 build={BUILD} "
+        "may_expire_early>"  # the fixture's Kafka filing (conftest.py)
     )
+    assert repr(WheelTimer("t", clock=timer.clock)).endswith(f"build={BUILD}>")
     assert "ManualClock" in repr(timer.clock)
 
 
@@ -404,11 +418,14 @@ def test_the_longest_delay_fits_any_wheel(
     timer = WheelTimer("long", tick_ms=tick_ms, wheel_size=wheel_size, clock=clock)
     task = Recorder(2**40, None, clock, [])
     timer.add(task)
-    assert task.expiration_ms == 2**43 + 2**40 and len(timer) == 1
+    deadline_ms = 2**43 + 2**40
+    assert task.deadline_ms == deadline_ms and len(timer) == 1
+    # never early: a tick after the deadline (test_never_early.py)
+    assert task.expiration_ms == deadline_ms + tick_ms
     timer._check_invariants()
 
 
 @pytest.mark.parametrize(("setting", "value"), [("tick_ms", 2**40 + 1), ("wheel_size", 2**16 + 1)])
 def test_wheels_beyond_the_limits_are_refused(clock: ManualClock, setting: str, value: int) -> None:
     with pytest.raises(ValueError, match=f"^{setting} must be at most"):
-        WheelTimer("big", clock=clock, **{setting: value})
+        WheelTimer("big", clock=clock, **{setting: value})  # type: ignore[arg-type]

@@ -241,11 +241,17 @@ class Broker:
         self.clock: Clock = LoopClock() if clock is None else clock
         self.flush_messages = flush_messages
         self.flush_ms = flush_ms
+        # Kafka's filing (may_expire_early): the broker keeps Kafka's timing, a
+        # delayed request expiring up to a tick before its timeout
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory(
                 "produce",
                 timer=SystemTimer(
-                    "produce", tick_ms=tick_ms, wheel_size=wheel_size, clock=self.clock
+                    "produce",
+                    tick_ms=tick_ms,
+                    wheel_size=wheel_size,
+                    clock=self.clock,
+                    may_expire_early=True,
                 ),
                 purge_interval=purge_interval,
                 reaper_enabled=reaper_enabled,
@@ -253,7 +259,13 @@ class Broker:
         )
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
             "fetch",
-            timer=SystemTimer("fetch", tick_ms=tick_ms, wheel_size=wheel_size, clock=self.clock),
+            timer=SystemTimer(
+                "fetch",
+                tick_ms=tick_ms,
+                wheel_size=wheel_size,
+                clock=self.clock,
+                may_expire_early=True,
+            ),
             purge_interval=purge_interval,
             reaper_enabled=reaper_enabled,
         )

@@ -172,21 +172,29 @@ class GroupCoordinator:
         self.config.validate()
         self.offsets = OffsetStore(data_dir, wall_clock_ms=wall_clock_ms)
         self._wall_clock_ms = self.offsets.wall_clock_ms
+        # Kafka's filing (may_expire_early) on every timer: the coordinator keeps
+        # Kafka's timing, a delay expiring up to a tick before its timeout
         self.join_purgatory: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
-            "join", timer=SystemTimer("join", clock=clock), reaper_enabled=reaper_enabled
+            "join",
+            timer=SystemTimer("join", clock=clock, may_expire_early=True),
+            reaper_enabled=reaper_enabled,
         )
         self.sync_purgatory: DelayedOperationPurgatory[DelayedSync] = DelayedOperationPurgatory(
-            "sync", timer=SystemTimer("sync", clock=clock), reaper_enabled=reaper_enabled
+            "sync",
+            timer=SystemTimer("sync", clock=clock, may_expire_early=True),
+            reaper_enabled=reaper_enabled,
         )
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
             DelayedOperationPurgatory(
                 "heartbeat",
-                timer=SystemTimer("heartbeat", tick_ms=10, clock=clock),
+                timer=SystemTimer("heartbeat", tick_ms=10, clock=clock, may_expire_early=True),
                 reaper_enabled=reaper_enabled,
             )
         )
         # the retention check runs on its own timer (it is no delayed operation)
-        self.retention_timer = SystemTimer("offsets-retention", tick_ms=1000, clock=clock)
+        self.retention_timer = SystemTimer(
+            "offsets-retention", tick_ms=1000, clock=clock, may_expire_early=True
+        )
         self._reaper_enabled = reaper_enabled
         self._groups: dict[str, GroupMetadata] = {}
         self.rebalances = 0  # joins completed (generations made)

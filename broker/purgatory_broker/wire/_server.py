@@ -184,7 +184,8 @@ class KafkaWireBroker:
         )
         await broker.__aenter__()
         self._broker = broker
-        timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock)
+        # Kafka's filing, as the broker's purgatories (broker.py)
+        timer = SystemTimer("wire", tick_ms=WIRE_TICK_MS, clock=broker.clock, may_expire_early=True)
         await timer.__aenter__()
         self._timer = timer
         coordinator = GroupCoordinator(data_dir, cfg.group_config(), clock=broker.clock)
