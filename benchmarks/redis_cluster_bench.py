@@ -56,13 +56,15 @@ sys.path.insert(0, str(ROOT))
 from _machine import cpu_model  # noqa: E402
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory  # noqa: E402
-from purgatory.contrib.redis import (  # noqa: E402
+from purgatory.contrib.redis import (  # noqa: E402  # noqa: E402
+    SLOTS,
     ClusterKeyEvents,
     KeyEvents,
     encode_key,
+    key_slot,
+    shard_channels,
     shard_of_key,
 )
-from purgatory.contrib.redis._sharding import SLOTS, key_slot, shard_channels  # noqa: E402
 
 CHANNEL = "bench:keys"
 CHUNK = 2000  # commands per write of the flood

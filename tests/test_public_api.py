@@ -58,7 +58,7 @@ SIGNATURES = {
     # the core's own, with defaults before the keyword-only marker and named constants
     "core.WheelTimer": (
         "(name: 'str' = 'timer', *, tick_ms: 'int' = 1, wheel_size: 'int' = 20, "
-        "clock: 'Clock') -> 'None'"
+        "clock: 'Clock', may_expire_early: 'bool' = False) -> 'None'"
     ),
     "core.Purgatory": (
         "(name: 'str' = 'purgatory', *, timer: 'Timer', purge_interval: 'int' = 1000, "

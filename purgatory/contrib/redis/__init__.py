@@ -62,10 +62,12 @@ from ._encoding import DEFAULT_CHANNEL, decode_key, encode_key
 from ._events import KeyEvents, KeyEventStatistics, Refresh, Watchers
 from ._publisher import KeyPublisher
 from ._reconnect import ReconnectSchedule
+from ._sharding import SLOTS, key_slot, shard_channels
 
 __all__ = [
     "DEFAULT_CHANNEL",
     "DEFAULT_SHARDS",
+    "SLOTS",
     "ClusterKeyEvents",
     "ClusterKeyPublisher",
     "KeyEventStatistics",
@@ -76,5 +78,7 @@ __all__ = [
     "Watchers",
     "decode_key",
     "encode_key",
+    "key_slot",
+    "shard_channels",
     "shard_of_key",
 ]
