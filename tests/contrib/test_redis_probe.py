@@ -131,7 +131,10 @@ def test_a_url_names_what_the_probe_reaches() -> None:
     assert address_of("redis://h:7000/2") == (("h", 7000), True)
     assert address_of("redis://localhost") == (("localhost", 6379), True)
     assert address_of("rediss://h:1") == (("h", 1), False)  # TLS: connect only
-    assert address_of("unix:///tmp/redis.sock?db=1") == ("/tmp/redis.sock", True)
+    assert address_of("unix:///var/run/redis/redis-server.sock?db=1") == (
+        "/var/run/redis/redis-server.sock",
+        True,
+    )
 
 
 class ProbeSpy(ReconnectSchedule):

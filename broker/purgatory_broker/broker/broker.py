@@ -91,6 +91,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from purgatory import (
     Clock,
@@ -126,6 +127,22 @@ from .storage.records import BytesLike, CorruptRecordError
 __all__ = ["Broker", "BrokerCounters", "ReplicaFetchKey"]
 
 log = logging.getLogger("purgatory_broker.broker")
+
+
+def _kafka_timed_purgatory(
+    name: str, clock: Clock, settings: tuple[int, int, int, bool]
+) -> DelayedOperationPurgatory[Any]:
+    """A purgatory named ``name`` on its own timer of ``clock``; ``settings`` are
+    (tick_ms, wheel_size, purge_interval, reaper_enabled). Kafka's filing
+    (``may_expire_early``): the broker keeps Kafka's timing, a delayed request
+    expiring up to a tick before its timeout."""
+    tick_ms, wheel_size, purge_interval, reaper_enabled = settings
+    timer = SystemTimer(
+        name, tick_ms=tick_ms, wheel_size=wheel_size, clock=clock, may_expire_early=True
+    )
+    return DelayedOperationPurgatory(
+        name, timer=timer, purge_interval=purge_interval, reaper_enabled=reaper_enabled
+    )
 
 
 class BrokerCounters:
@@ -241,33 +258,12 @@ class Broker:
         self.clock: Clock = LoopClock() if clock is None else clock
         self.flush_messages = flush_messages
         self.flush_ms = flush_ms
-        # Kafka's filing (may_expire_early): the broker keeps Kafka's timing, a
-        # delayed request expiring up to a tick before its timeout
-        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
-            DelayedOperationPurgatory(
-                "produce",
-                timer=SystemTimer(
-                    "produce",
-                    tick_ms=tick_ms,
-                    wheel_size=wheel_size,
-                    clock=self.clock,
-                    may_expire_early=True,
-                ),
-                purge_interval=purge_interval,
-                reaper_enabled=reaper_enabled,
-            )
+        settings = (tick_ms, wheel_size, purge_interval, reaper_enabled)
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = _kafka_timed_purgatory(
+            "produce", self.clock, settings
         )
-        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "fetch",
-            timer=SystemTimer(
-                "fetch",
-                tick_ms=tick_ms,
-                wheel_size=wheel_size,
-                clock=self.clock,
-                may_expire_early=True,
-            ),
-            purge_interval=purge_interval,
-            reaper_enabled=reaper_enabled,
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = _kafka_timed_purgatory(
+            "fetch", self.clock, settings
         )
         self.recorder = recorder
         self.segment_bytes = segment_bytes
