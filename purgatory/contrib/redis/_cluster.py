@@ -28,7 +28,15 @@ from typing import Any
 
 import redis.asyncio
 
-from ._connection import FAILURES, aclose, check_timing
+from ._connection import (
+    CLOSE_TIMEOUT_MS,
+    FAILURES,
+    RECONNECT_MAX_MS,
+    RECONNECT_MIN_MS,
+    TIMEOUT_MS,
+    aclose,
+    check_timing,
+)
 from ._encoding import DEFAULT_CHANNEL, encode_key
 from ._publisher import KeyPublisher
 from ._sharding import key_slot, shard_channels, shard_of
@@ -121,10 +129,10 @@ class ClusterKeyPublisher(KeyPublisher):
         channel: str = DEFAULT_CHANNEL,
         shards: int = DEFAULT_SHARDS,
         poll_ms: int = 25,
-        reconnect_min_ms: int = 10,
-        reconnect_max_ms: int = 500,
-        timeout_ms: int = 5000,
-        close_timeout_ms: int = 1000,
+        reconnect_min_ms: int = RECONNECT_MIN_MS,
+        reconnect_max_ms: int = RECONNECT_MAX_MS,
+        timeout_ms: int = TIMEOUT_MS,
+        close_timeout_ms: int = CLOSE_TIMEOUT_MS,
         redis_options: Mapping[str, Any] | None = None,
     ) -> None:
         check_timing(poll_ms=poll_ms)

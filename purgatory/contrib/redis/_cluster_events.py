@@ -32,7 +32,15 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ._cluster import DEFAULT_SHARDS, ClusterKeyPublisher, _Routing, _SlotMoved
-from ._connection import aclose, check_timing
+from ._connection import (
+    CLOSE_TIMEOUT_MS,
+    HEALTH_CHECK_MS,
+    RECONNECT_MAX_MS,
+    RECONNECT_MIN_MS,
+    TIMEOUT_MS,
+    aclose,
+    check_timing,
+)
 from ._encoding import DEFAULT_CHANNEL
 from ._events import KeyEvents, Refresh, Watchers
 from ._topology import Address, Topology
@@ -83,11 +91,11 @@ class ClusterKeyEvents(KeyEvents):
         shards: int = DEFAULT_SHARDS,
         subscribe_shards: Collection[int] | None = None,
         poll_ms: int = 25,
-        reconnect_min_ms: int = 10,
-        reconnect_max_ms: int = 500,
-        timeout_ms: int = 5000,
-        health_check_ms: int = 5000,
-        close_timeout_ms: int = 1000,
+        reconnect_min_ms: int = RECONNECT_MIN_MS,
+        reconnect_max_ms: int = RECONNECT_MAX_MS,
+        timeout_ms: int = TIMEOUT_MS,
+        health_check_ms: int = HEALTH_CHECK_MS,
+        close_timeout_ms: int = CLOSE_TIMEOUT_MS,
         redis_options: Mapping[str, Any] | None = None,
         refresh: Refresh | None = None,
     ) -> None:

@@ -35,13 +35,37 @@ from ._probe import Address, address_of, answers
 from ._reconnect import ReconnectSchedule
 from ._sentinel import SentinelPrimary, parse_sentinel_url
 
-__all__ = ["FAILURES", "Settings", "aclose", "check_timing", "describe", "logger"]
+__all__ = [
+    "CLOSE_TIMEOUT_MS",
+    "FAILURES",
+    "HEALTH_CHECK_MS",
+    "PROBE_MS",
+    "RECONNECT_MAX_MS",
+    "RECONNECT_MIN_MS",
+    "TIMEOUT_MS",
+    "Settings",
+    "aclose",
+    "check_timing",
+    "describe",
+    "logger",
+]
 
 #: one logger for the bridge, whichever module of it logs
 logger = logging.getLogger("purgatory.contrib.redis")
 
 #: What a connection failure looks like: redis-py's errors, sockets' and timeouts.
 FAILURES = (RedisError, OSError, asyncio.TimeoutError, EOFError)
+
+# The bridge's defaults, one home for every side (KeyEvents, KeyPublisher and the
+# cluster's pair): the waits between reconnect attempts, a command's and a connect's
+# timeout, the subscriber's health check, the publisher's drain at close, the probe's
+# interval once the backoff passes it.
+RECONNECT_MIN_MS = 10
+RECONNECT_MAX_MS = 500
+TIMEOUT_MS = 5000
+HEALTH_CHECK_MS = 5000
+CLOSE_TIMEOUT_MS = 1000
+PROBE_MS = 50
 
 
 def check_timing(**values_ms: int) -> None:
@@ -101,7 +125,7 @@ class _ChannelTask:
         timeout_ms: int,
         redis_options: Mapping[str, Any] | None,
         log_name: str,
-        probe_ms: int = 50,
+        probe_ms: int = PROBE_MS,
     ) -> None:
         check_timing(
             reconnect_min_ms=reconnect_min_ms,

@@ -57,7 +57,19 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._connection import Settings, _ChannelTask, aclose, check_timing, logger
+from ._connection import (
+    CLOSE_TIMEOUT_MS,
+    HEALTH_CHECK_MS,
+    PROBE_MS,
+    RECONNECT_MAX_MS,
+    RECONNECT_MIN_MS,
+    TIMEOUT_MS,
+    Settings,
+    _ChannelTask,
+    aclose,
+    check_timing,
+    logger,
+)
 from ._encoding import DEFAULT_CHANNEL, decode_key, encode_key
 from ._publisher import KeyPublisher
 
@@ -159,14 +171,14 @@ class KeyEvents(_ChannelTask):
         redis_url: str,
         *,
         channel: str = DEFAULT_CHANNEL,
-        reconnect_min_ms: int = 10,
-        reconnect_max_ms: int = 500,
-        timeout_ms: int = 5000,
-        health_check_ms: int = 5000,
-        close_timeout_ms: int = 1000,
+        reconnect_min_ms: int = RECONNECT_MIN_MS,
+        reconnect_max_ms: int = RECONNECT_MAX_MS,
+        timeout_ms: int = TIMEOUT_MS,
+        health_check_ms: int = HEALTH_CHECK_MS,
+        close_timeout_ms: int = CLOSE_TIMEOUT_MS,
         redis_options: Mapping[str, Any] | None = None,
         refresh: Refresh | None = None,
-        probe_ms: int = 50,
+        probe_ms: int = PROBE_MS,
     ) -> None:
         check_timing(health_check_ms=health_check_ms)
         settings = Settings(

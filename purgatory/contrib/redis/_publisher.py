@@ -17,7 +17,17 @@ from typing import Any
 
 import redis.asyncio
 
-from ._connection import _ChannelTask, aclose, check_timing, logger
+from ._connection import (
+    CLOSE_TIMEOUT_MS,
+    PROBE_MS,
+    RECONNECT_MAX_MS,
+    RECONNECT_MIN_MS,
+    TIMEOUT_MS,
+    _ChannelTask,
+    aclose,
+    check_timing,
+    logger,
+)
 from ._encoding import DEFAULT_CHANNEL, encode_key
 
 __all__ = ["MAX_BATCH", "KeyPublisher"]
@@ -53,12 +63,12 @@ class KeyPublisher(_ChannelTask):
         redis_url: str,
         *,
         channel: str = DEFAULT_CHANNEL,
-        reconnect_min_ms: int = 10,
-        reconnect_max_ms: int = 500,
-        timeout_ms: int = 5000,
-        close_timeout_ms: int = 1000,
+        reconnect_min_ms: int = RECONNECT_MIN_MS,
+        reconnect_max_ms: int = RECONNECT_MAX_MS,
+        timeout_ms: int = TIMEOUT_MS,
+        close_timeout_ms: int = CLOSE_TIMEOUT_MS,
         redis_options: Mapping[str, Any] | None = None,
-        probe_ms: int = 50,
+        probe_ms: int = PROBE_MS,
     ) -> None:
         super().__init__(
             redis_url,
