@@ -19,7 +19,7 @@ cdef class _Tracker:
     cdef public long long _timeout_ms
     cdef public object _timer
     cdef public object _now_ms
-    cdef public WheelTimer _wheel
+    cdef public WheelTimer _wheel_timer
 
     @cython.locals(task=_IdleTask, wheel=WheelTimer)
     cpdef touch(self, key)

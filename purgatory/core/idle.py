@@ -104,7 +104,7 @@ class _Tracker:
         "_tasks",
         "_timeout_ms",
         "_timer",
-        "_wheel",
+        "_wheel_timer",
     )
 
     #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
@@ -123,7 +123,7 @@ class _Tracker:
         self._timer = timer
         self._now_ms = timer.now_ms  # bound once: a touch is this call and a dict lookup
         # the same timer when it is the core's own: the compiled core reads its clock in C
-        self._wheel: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
+        self._wheel_timer: WheelTimer | None = timer if isinstance(timer, WheelTimer) else None
         # invariant: key -> its task; every task here is scheduled in self._timer,
         # task.key == key, and its entry expires by
         # task.touched_ms + timeout_ms + tick_ms (it never sleeps past the deadline)
@@ -165,7 +165,7 @@ class _Tracker:
             return
         # the timer's own clock read (its ClockReader: bound to the loop while its
         # reaper runs, see aio.clock); a C call when the timer is the core's
-        wheel = self._wheel
+        wheel = self._wheel_timer
         task.touched_ms = wheel.now_ms() if wheel is not None else self._now_ms()
 
     def _track(self, key: Hashable) -> None:
@@ -212,8 +212,8 @@ class _Tracker:
         now_ms = self._timer.now_ms()
         remaining_ms = task.touched_ms + self._timeout_ms - now_ms
         if remaining_ms > 0:
-            wheel = self._wheel
-            if wheel is not None and wheel._pad_ms:
+            wheel = self._wheel_timer
+            if wheel is not None and not wheel.may_expire_early:
                 task.delay_ms = remaining_ms  # filed after the deadline: it cannot spin
             else:
                 # a timer that may run it within the current tick: at least one

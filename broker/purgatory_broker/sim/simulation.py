@@ -209,7 +209,7 @@ class _Simulation:
         self.draining = False
         self._stop_load = asyncio.Event()  # a signal ends the load now
         self._cut_drain = asyncio.Event()  # a second signal ends the drain now
-        # the tasks of the load, by role: each is ended by its phase (or by _abandon)
+        # the tasks of the load, by role: each is ended by its phase (or by _end_every_task)
         self._producer_tasks: list[asyncio.Task[Any]] = []
         self._scenario_tasks: list[asyncio.Task[Any]] = []
         self._client_tasks: list[asyncio.Task[Any]] = []  # consumers and progress
@@ -352,7 +352,7 @@ class _Simulation:
             load = await self.load()
             return load, await self.drain()
         except BaseException:
-            await self._abandon()
+            await self._end_every_task()
             raise
 
     async def load(self) -> LoadResult:
@@ -405,7 +405,7 @@ class _Simulation:
             fetch=self.broker.fetch_purgatory.statistics(),
         )
 
-    async def _abandon(self) -> None:
+    async def _end_every_task(self) -> None:
         """End every task of the run now (an error or a cancellation)."""
         self.finished = True
         await self.followers.close()
