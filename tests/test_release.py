@@ -87,6 +87,39 @@ def test_wheels_for_both_distributions_on_three_systems(workflow: dict[str, Any]
     assert builds == ['python -m build --sdist --outdir dist "$DIR"']
 
 
+def _architecture(label: str) -> str:
+    """The architecture of a GitHub-hosted runner's label: Linux and Windows runners are
+    x86_64 but the ``-arm`` ones; macOS runners are Apple silicon but the ``-intel`` (and
+    paid ``-large``) ones, since macos-13, the last Intel image without a suffix, was
+    retired (an older label fails here)."""
+    system = label.partition("-")[0]
+    if system == "macos":
+        version = re.match(r"macos-(\d+)", label)
+        assert version is None or int(version[1]) >= 14, f"{label}: a retired image"
+        return "x86_64" if label.endswith(("-intel", "-large")) else "arm64"
+    if system == "ubuntu":
+        return "aarch64" if label.endswith("-arm") else "x86_64"
+    assert system == "windows", f"{label}: not a GitHub-hosted runner's label"
+    return "ARM64" if label.endswith("-arm") else "AMD64"
+
+
+def test_each_architecture_on_its_own_runner(workflow: dict[str, Any]) -> None:
+    """cibuildwheel builds the runner's own architecture (``native``), so the labels
+    decide which wheels exist: a label of the wrong kind (``macos-15`` is arm64) would
+    drop the x86_64 macOS wheels without a failure."""
+    wheels = workflow["jobs"]["wheels"]
+    [build] = [step for step in wheels["steps"] if "cibuildwheel" in step.get("uses", "")]
+    assert build["env"]["CIBW_ARCHS"] == "native"
+    by_system: dict[str, list[str]] = {}
+    for label in wheels["strategy"]["matrix"]["os"]:
+        by_system.setdefault(label.partition("-")[0], []).append(_architecture(label))
+    assert by_system == {
+        "ubuntu": ["x86_64", "aarch64"],
+        "macos": ["arm64", "x86_64"],
+        "windows": ["AMD64"],
+    }
+
+
 def test_only_a_tag_publishes_by_trusted_publishing(workflow: dict[str, Any]) -> None:
     assert workflow["permissions"] == {"contents": "read"}
     jobs = workflow["jobs"]

@@ -6,11 +6,17 @@ status 2 for a usage error (1 for a failure at run time), and nothing left
 behind (no empty output folder, no half-written file). :func:`run_cli` runs a
 program in a child process with a deadline; :func:`assert_one_line_error`
 checks that contract on its result.
+
+Each program names itself as it was started: its console script's name, or
+``python -m PACKAGE``. :func:`started_as` gives the command line of either and the
+name to expect; :func:`assert_named_as_started` checks the usage line and an
+error line.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,10 +25,33 @@ from pathlib import Path
 
 import pytest
 
+from .install_kit import EXPECT_INSTALLED
+
 #: The application's folder (broker/): programs run with it as their working directory, so
 #: the scripts of its examples/ are found; ``-P`` keeps that folder off sys.path, so
 #: ``python -m purgatory_broker.wire`` imports the installed package, not the source tree's.
 ROOT = Path(__file__).resolve().parents[1]
+
+#: each program's console script -> (its target, the package ``python -m`` runs);
+#: test_release.py checks the targets against pyproject.toml's [project.scripts]
+PROGRAMS = {
+    "purgatory-broker-simulate": ("purgatory_broker.sim:main", "purgatory_broker.sim"),
+    "purgatory-broker-wire": ("purgatory_broker.wire.__main__:main", "purgatory_broker.wire"),
+    "purgatory-broker-analytics": (
+        "purgatory_broker.analytics.__main__:main",
+        "purgatory_broker.analytics",
+    ),
+}
+
+#: a console script as pip writes one (its launcher on POSIX)
+_SCRIPT = """\
+import re
+import sys
+from {module} import {function}
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit({function}())
+"""
 
 
 def run_cli(
@@ -92,3 +121,38 @@ def read_only_dir(tmp_path: Path) -> Path:
             if candidate.is_dir():
                 return candidate
     pytest.skip("running as root, and no folder here refuses root's writes")
+
+
+def console_script(name: str, folder: Path) -> Path:
+    """The console script ``name``: the one pip wrote beside this interpreter, or (not
+    there: an editable install made before the scripts were declared) one written
+    into ``folder`` as pip writes it. Against the installed wheel it must be pip's."""
+    installed = shutil.which(name, path=str(Path(sys.executable).parent))
+    if installed is not None:
+        return Path(installed)
+    assert not EXPECT_INSTALLED, f"{name} is not installed beside {sys.executable}"
+    module, _, function = PROGRAMS[name][0].partition(":")
+    script = folder / name
+    script.write_text(_SCRIPT.format(module=module, function=function), encoding="utf-8")
+    return script
+
+
+def started_as(form: str, name: str, folder: Path) -> tuple[list[str], str]:
+    """The arguments of :func:`run_cli` that start the program ``name`` as ``form``
+    (``script``: its console script; ``module``: ``python -m``), and the name its
+    usage and error lines should give."""
+    if form == "script":  # the script's own lines, run by this interpreter
+        return [str(console_script(name, folder))], name
+    package = PROGRAMS[name][1]
+    return ["-m", package], f"{Path(sys.executable).name} -m {package}"
+
+
+def assert_named_as_started(form: str, name: str, folder: Path, bad: Sequence[str]) -> None:
+    """The program ``name`` started as ``form`` (:func:`started_as`) names itself so in
+    its usage line (``--help``) and in the one-line error that ``bad`` gets."""
+    command, prog = started_as(form, name, folder)
+    shown = run_cli([*command, "--help"], cwd=folder)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"usage: {prog} "), shown.stdout[:200]
+    line = assert_one_line_error(run_cli([*command, *bad], cwd=folder))
+    assert line.startswith(f"{prog}: error: "), line

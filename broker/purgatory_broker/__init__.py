@@ -16,7 +16,9 @@ part is a package of its own:
 
 Its programs are console scripts too (``pyproject.toml``): ``purgatory-broker-simulate``
 (the simulation), ``purgatory-broker-wire`` (the wire broker) and
-``purgatory-broker-analytics`` (the pipeline). ``__version__`` is the distribution's
+``purgatory-broker-analytics`` (the pipeline), each also ``python -m`` its package; their
+usage and error lines name them as they were started (:func:`.cli.program_name`).
+``__version__`` is the distribution's
 version, which moves with the library's: it requires ``aio-purgatory~=`` its own
 version (``broker_tests/test_release.py`` checks both).
 

@@ -9,6 +9,12 @@ prints its usage line above the error; :class:`Parser` prints the error line
 only, and :meth:`Parser.fail` is the same line for a failure at run time.
 :class:`Parser` also shows every option's default in ``--help``.
 
+``PROG`` is how the program was started (:func:`program_name`), as Python 3.14's
+argparse names it: ``purgatory-broker-wire`` run as the console script,
+``python -m purgatory_broker.wire`` run as a module, ``simulate.py`` run as a
+file. Python 3.11 to 3.13 name the file alone (``__main__.py`` for a module), so
+the parser asks :func:`program_name` on every version.
+
 The argument types (:func:`int_at_least`, :func:`port`, :func:`seconds`) name
 what they accept, so argparse's message reads
 ``argument --port: must be an integer from 0 to 65535, not '70000'``.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -31,6 +38,7 @@ __all__ = [
     "int_at_least",
     "interrupted",
     "port",
+    "program_name",
     "seconds",
 ]
 
@@ -56,10 +64,38 @@ class _ShowDefaults(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-class Parser(argparse.ArgumentParser):
-    """An :class:`argparse.ArgumentParser` whose errors are one line, exit status 2."""
+def program_name(module: str) -> str:
+    """How this process was started, for its usage and error lines; O(1).
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    Run as a module (``python -m purgatory_broker.wire``): ``python -m`` and the
+    package (``python`` being the interpreter's file name); run as a script (a
+    console script, or a file): the script's file name. ``module`` is the answer
+    where neither tells: ``python -c``, or a ``__main__.py`` run as a file (as
+    ``spark-submit`` runs the pipeline's).
+    """
+    python = os.path.basename(sys.executable) or "python"
+    # __main__.__spec__ is set by -m (and by a folder or zip run as a script), else None
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name != "__main__":
+        return f"{python} -m {spec.name.removesuffix('.__main__')}"
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if spec is not None:  # a folder or zip file with a __main__.py
+        return f"{python} {sys.argv[0]}"
+    if script in ("", "-c", "__main__.py"):
+        return f"{python} -m {module}"
+    return script
+
+
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors are one line, exit status 2.
+
+    ``module`` (the package ``python -m`` runs) names the program where no ``prog``
+    is given: :func:`program_name`, how it was started.
+    """
+
+    def __init__(self, *args: Any, module: str = "", **kwargs: Any) -> None:
+        if module and not args and "prog" not in kwargs:
+            kwargs["prog"] = program_name(module)
         kwargs.setdefault("formatter_class", _ShowDefaults)
         super().__init__(*args, **kwargs)
 

@@ -13,7 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from purgatory_broker.analytics.__main__ import _parser, main
 
-from broker_tests.cli_kit import ROOT, assert_one_line_error, read_only_dir, run_cli
+from broker_tests.cli_kit import (
+    ROOT,
+    assert_named_as_started,
+    assert_one_line_error,
+    read_only_dir,
+    run_cli,
+)
 
 
 @pytest.mark.parametrize(
@@ -266,5 +272,17 @@ def test_ctrl_c_stops_quietly(tmp_path: Path) -> None:
     err = "".join(lines) + rest
     assert child.returncode == 130, err
     assert "Traceback" not in err and "py4j" not in err, err
-    assert err.rstrip().splitlines()[-1] == "error: interrupted"
+    last = err.rstrip().splitlines()[-1]
+    assert last == f"{Path(sys.executable).name} -m purgatory_broker.analytics: error: interrupted"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_usage_and_errors_name_the_program_as_started(form: str, tmp_path: Path) -> None:
+    """``purgatory-broker-analytics`` (the console script) or ``python -m ...``, as it was started;
+    here the one-line error is that of an output that is a file."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert_named_as_started(
+        form, "purgatory-broker-analytics", tmp_path, ["synthetic", str(a_file), "--rows", "5"]
+    )

@@ -24,6 +24,7 @@ import pytest
 from purgatory_broker.analytics import synthetic
 from purgatory_broker.analytics.__main__ import main
 from purgatory_broker.analytics._hooks import InterruptGuard, quiet_logging
+from purgatory_broker.cli import program_name
 
 from broker_tests.cli_kit import run_cli
 
@@ -111,11 +112,12 @@ def test_a_failure_after_ctrl_c_is_the_interruption_of_that_run_only(
 
     argv = ["synthetic", str(tmp_path / "t"), "--rows", "5"]
     monkeypatch.setattr(synthetic, "write_synthetic_trace", interrupted_then_failed)
+    prog = program_name("purgatory_broker.analytics")  # this process: pytest's name
     assert main(argv) == 130
-    assert capsys.readouterr().err == "error: interrupted\n"
+    assert capsys.readouterr().err == f"{prog}: error: interrupted\n"
     monkeypatch.setattr(synthetic, "write_synthetic_trace", failed)
     assert main(argv) == 1
-    assert capsys.readouterr().err == "error: failed: the disk is on fire\n"
+    assert capsys.readouterr().err == f"{prog}: error: failed: the disk is on fire\n"
 
 
 def test_ctrl_c_inside_a_finalizer_still_stops(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from purgatory_broker.sim import SimulationConfig, build_parser, config_from_args
 from purgatory_broker.sim.cli import CLI_DEFAULTS, HIDDEN_ALIASES, HIDDEN_SWITCHES
+
+from broker_tests.cli_kit import assert_named_as_started
 
 
 def parse(*argv: str) -> SimulationConfig:
@@ -69,3 +72,10 @@ def test_older_spellings_still_work() -> None:
 def test_bad_values_are_refused_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--partitions", "two"])
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_usage_and_errors_name_the_program_as_started(form: str, tmp_path: Path) -> None:
+    """``purgatory-broker-simulate`` (the console script) or ``python -m ...``, as it was started;
+    here the one-line error is that of a bad setting."""
+    assert_named_as_started(form, "purgatory-broker-simulate", tmp_path, ["--stall-at", "1.5"])

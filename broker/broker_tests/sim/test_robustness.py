@@ -290,6 +290,7 @@ def test_the_summary_table_fits_its_width_with_units() -> None:
 def test_help_says_what_is_seeded() -> None:
     result = run_cli([SIMULATE, "--help"], columns=100)
     assert result.returncode == 0
+    assert result.stdout.startswith("usage: simulate.py ")  # a file: its name
     text = " ".join(result.stdout.split())
     assert "--seed fixes each producer's arrival schedule" in text
     assert "runs in real time" in text and "130 after Ctrl-C" in text

@@ -12,7 +12,12 @@ import pytest
 from purgatory_broker.wire.__main__ import parse_args
 
 from broker_tests.childproc import Child
-from broker_tests.cli_kit import assert_one_line_error, read_only_dir, run_cli
+from broker_tests.cli_kit import (
+    assert_named_as_started,
+    assert_one_line_error,
+    read_only_dir,
+    run_cli,
+)
 
 LIMITS = {
     "--max-partitions": ("max_partitions", 40),
@@ -127,3 +132,12 @@ def test_a_data_dir_with_data_is_reopened_and_says_so(tmp_path: Path) -> None:
         err = child.stderr()
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "reopening its existing logs (1 topic(s))" in lines[0], err
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_usage_and_errors_name_the_program_as_started(form: str, tmp_path: Path) -> None:
+    """``purgatory-broker-wire`` (the console script) or ``python -m ...``, as it was started;
+    here the one-line error is that of a --data-dir that is a file."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert_named_as_started(form, "purgatory-broker-wire", tmp_path, ["--data-dir", str(a_file)])

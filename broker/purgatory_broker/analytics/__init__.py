@@ -19,7 +19,8 @@ any URL Spark writes to (:mod:`._out`).
 The core package never imports this one. Importing it is cheap: pyspark,
 pandas, pyarrow and numpy (and the broker's error table) are imported inside
 the functions that need them, when a session or a job runs (a test checks it).
-Command line: ``python -m purgatory_broker.analytics --help``.
+Command line: ``purgatory-broker-analytics --help`` (or ``python -m
+purgatory_broker.analytics --help``).
 """
 
 from ._session import Progress, build_session

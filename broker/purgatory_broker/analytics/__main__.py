@@ -1,4 +1,5 @@
-"""Command line: ``python -m purgatory_broker.analytics {report,sweep,synthetic} ...``.
+"""Command line: ``purgatory-broker-analytics {report,sweep,synthetic} ...`` (the console
+script), or ``python -m purgatory_broker.analytics ...``.
 
 ``report`` analyses traces into Parquet tables and one HTML page; ``sweep`` runs
 a grid of timer configurations as Spark tasks; ``synthetic`` writes a made-up
@@ -29,7 +30,7 @@ from purgatory_broker.analytics._session import DEFAULT_MASTER, Progress
 from purgatory_broker.analytics.figures import DEFAULT_WINDOW_MS
 from purgatory_broker.analytics.report import DEFAULT_TOP_KEYS
 from purgatory_broker.analytics.sweep import DEFAULT_GRID, DEFAULT_TASK
-from purgatory_broker.cli import Parser, int_at_least
+from purgatory_broker.cli import Parser, int_at_least, program_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from purgatory_broker.analytics._out import Output
 
 __all__ = ["main"]
+
+#: what ``python -m`` runs; the usage and error lines name the program as it was started
+MODULE = "purgatory_broker.analytics"
 
 _EPILOG_MAIN = """\
 commands:
@@ -62,7 +66,7 @@ The trace schema is purgatory_broker.tracing.TRACE_COLUMNS.
 
 _EPILOG_SWEEP = """\
 example:
-  python -m purgatory_broker.analytics sweep --grid tick_ms=1,5 wheel_size=20,64 \\
+  %(prog)s --grid tick_ms=1,5 wheel_size=20,64 \\
       --set mix=high operations=4000 --out sweep-out
 settings of the default workload (purgatory_broker.analytics.workload):
   tick_ms, wheel_size, operations, rate_per_s, timeout_ms, mix (low|high),
@@ -220,10 +224,9 @@ _SYNTHETIC_OPTIONS: tuple[_Option, ...] = (
 
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="python -m purgatory_broker.analytics",
+        module=MODULE,
         description="The purgatory data pipeline on Apache Spark: trace reports and sweeps. "
-        "Each command's options, with their defaults: python -m purgatory_broker.analytics "
-        "COMMAND --help.",
+        "Each command's options, with their defaults: %(prog)s COMMAND --help.",
         epilog=_EPILOG_MAIN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -580,7 +583,8 @@ def _failure(exc: Exception, *, interrupted: bool, jvm_log: Path) -> tuple[str, 
 
 
 def _fail(message: str, status: int) -> int:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    """Print ``PROG: error: MESSAGE`` (the parser's own form); return ``status``."""
+    print(f"{program_name(MODULE)}: error: {message}", file=sys.stderr, flush=True)
     return status
 
 

@@ -19,7 +19,7 @@ public APIs of :mod:`purgatory`, :mod:`purgatory_broker.broker` and
 * :mod:`.paths`: the output paths, checked before the run;
 * :mod:`.readback`: the check of every acknowledged record;
 * :mod:`.cli`: the command line, generated from the config's fields
-  (``python broker/examples/simulate.py --help``).
+  (``purgatory-broker-simulate --help``, or ``python -m purgatory_broker.sim --help``).
 """
 
 from .cli import build_parser, config_from_args, main

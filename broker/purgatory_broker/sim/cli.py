@@ -22,6 +22,10 @@ SIGTERM stop the run early: the summary of what ran is printed, and the exit
 status is 130 or 143. Older spellings still work but are not listed:
 ``--duration``, ``--min-isr``, ``--trace``, ``--no-trace``, ``--quiet``
 (:data:`HIDDEN_ALIASES`, :data:`HIDDEN_SWITCHES`).
+
+The program is ``purgatory-broker-simulate`` (the console script), ``python -m
+purgatory_broker.sim`` or ``python broker/examples/simulate.py``; its usage and
+error lines name it as it was started.
 """
 
 from __future__ import annotations
@@ -111,7 +115,7 @@ def _value_type(annotation: Any) -> tuple[type, bool]:
 def build_parser() -> argparse.ArgumentParser:
     """One option per :class:`SimulationConfig` field (see the module doc). O(fields)."""
     parser = Parser(
-        prog="simulate",
+        module="purgatory_broker.sim",  # named as it was started (purgatory_broker.cli)
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -184,11 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # a bad setting or output path: nothing ran
         parser.error(str(exc))
     except KeyboardInterrupt:  # before the run's own handlers, or during the read-back
-        print("simulate: interrupted", file=sys.stderr)
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
         return SIGNAL_EXIT_STATUS["SIGINT"]
     print(format_summary(summary, min(100, shutil.get_terminal_size().columns)))
     if "trace_error" in summary:
-        print(f"simulate: the trace was not written: {summary['trace_error']}", file=sys.stderr)
+        print(
+            f"{parser.prog}: the trace was not written: {summary['trace_error']}",
+            file=sys.stderr,
+        )
     if summary["drain_cut"]:
         print(
             f"\nnote: the drain was cut after {summary['drain_s']} s: "

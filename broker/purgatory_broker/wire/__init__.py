@@ -1,9 +1,9 @@
 """A Kafka-wire example broker: unmodified Kafka clients produce and consume through the
 purgatory.
 
-    python -m purgatory_broker.wire --port 9092 --partitions 3 --follower-lag-ms 20
+    purgatory-broker-wire --port 9092 --partitions 3 --follower-lag-ms 20
 
-(from the repository root, with the ``kafka`` extra installed). Every acks=all
+(or ``python -m purgatory_broker.wire``; with the ``kafka`` extra installed). Every acks=all
 produce waits in a DelayedProduce until the simulated followers replicate it
 (or answers REQUEST_TIMED_OUT when the request's timeout passes); every
 long-poll fetch waits in a DelayedFetch until the high watermark brings

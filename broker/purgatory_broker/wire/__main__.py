@@ -1,4 +1,5 @@
-"""Start the Kafka-wire example broker: ``python -m purgatory_broker.wire [options]``.
+"""Start the Kafka-wire example broker: ``purgatory-broker-wire [options]`` (the console
+script), or ``python -m purgatory_broker.wire [options]``.
 
 Run from the repository root. Listens on 127.0.0.1:9092 by default; Ctrl-C stops it.
 Try it with any Kafka client, e.g. ``kcat -b 127.0.0.1:9092 -P -t demo -X acks=all``.
@@ -30,14 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from purgatory_broker.cli import Parser, port
+from purgatory_broker.cli import Parser, port, program_name
 from purgatory_broker.process import basic_logging, loop_signal_handlers
 
 from ._config import WireConfig
 from ._server import KafkaWireBroker, existing_topics
 from ._shortage import fit_descriptor_limit
 
-PROG = "python -m purgatory_broker.wire"
+#: what ``python -m`` runs; the usage and error lines name the program as it was started
+MODULE = "purgatory_broker.wire"
 #: what the log lines look like (on stderr), unless whoever runs main() set up logging
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 #: either stops the broker cleanly
@@ -187,7 +189,7 @@ def build_parser() -> Parser:
     """Every option, in --help's order: where to listen and store, the broker's shape,
     then the limits and the consumer groups, each in its own group."""
     parser = Parser(
-        prog=PROG,
+        module=MODULE,
         description=(
             "A one-broker Kafka cluster for unmodified clients, backed by the purgatory: "
             "acks=all produces wait in a DelayedProduce until simulated followers "
@@ -297,14 +299,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line; a failure exits with its status, in one line. Owns the
     root logger's set-up while it runs (module doc)."""
     command = parse_args(argv)
+    prog = program_name(MODULE)
     with basic_logging(logging.INFO if command.verbose else logging.WARNING, LOG_FORMAT):
         try:
             _run(command)
         except StartupError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             sys.exit(exc.status)
         except OSError as exc:  # while serving: the disk, the descriptors
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             sys.exit(1)
 
 
