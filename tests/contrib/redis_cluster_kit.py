@@ -111,7 +111,9 @@ class RedisClusterKit:
         return redis.Redis(port=node.port, socket_timeout=5, decode_responses=False)
 
     def live(self) -> list[RedisServer]:
-        return [node for node in self.nodes if node.proc is not None]
+        """The nodes that can answer: running, not paused (a paused one would hold each
+        query for redis-py's timeouts and retries)."""
+        return [node for node in self.nodes if node.proc is not None and not node.paused]
 
     def owner_ports(self, slot: int) -> set[int]:
         """The ports of the primaries that the live nodes say own ``slot`` (each node

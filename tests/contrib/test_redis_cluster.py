@@ -255,7 +255,9 @@ class Feed:
     """Puts through ``events`` on fresh keys every ``period_s`` until stopped, each noted
     in ``ready`` before it is published (the state first, then the event)."""
 
-    def __init__(self, ready: Ready, events: ClusterKeyEvents, keys: list[str]) -> None:
+    def __init__(
+        self, ready: Ready, events: ClusterKeyEvents | ClusterKeyPublisher, keys: list[str]
+    ) -> None:
         self.ready, self.events, self.keys = ready, events, keys
         self.stop = asyncio.Event()
 
@@ -303,3 +305,86 @@ async def test_kill_9_of_a_primary_loses_no_wake_and_answers_none_twice(tmp_path
     assert [op.completions for op in ops] == [1] * len(ops)
     assert eb.statistics().outages >= 1 and eb.subscribed is False  # closed
     assert max(late) <= 0.1 + SLACK_S
+
+
+@pytest.mark.system
+@pytest.mark.asyncio
+async def test_a_paused_primary_delays_only_the_events_of_its_own_shards(tmp_path: Path) -> None:
+    """One primary SIGSTOPped while puts go on for keys of every shard (no replica, and a
+    ``cluster-node-timeout`` far beyond the test: nothing takes its slots over). The
+    watchers of keys on the other primaries are answered while it is still stopped; after
+    SIGCONT every watcher completes, once each. The publisher's ``timeout_ms`` outlasts
+    the hang guard: a publisher whose sends to the healthy primaries waited for the paused
+    one would leave their watchers waiting until the guard fails the test."""
+    ready = Ready()
+    keys = _keys(600)
+    guard_ms = GUARD_S * 1000
+    with RedisClusterKit(tmp_path, replicas=0, node_timeout_ms=4 * guard_ms) as kit:
+        async with (
+            Purg("b") as b,
+            ClusterKeyEvents(b, kit.urls, channel="t:pause", health_check_ms=500) as eb,
+            ClusterKeyPublisher(kit.urls, channel="t:pause", timeout_ms=4 * guard_ms) as pub,
+        ):
+            async with asyncio.timeout(GUARD_S):
+                await eb.wait_subscribed()
+                pub.publish("warm-up")  # a connection to every primary, before the pause
+                await pub.flush()
+            victim = kit.primary_of(eb.routing.slots[0])
+            on_victim = {i for i, s in enumerate(eb.routing.slots) if kit.primary_of(s) is victim}
+            ops = [WaitFor(ready, key) for key in keys]
+            for op in ops:
+                assert not b.try_complete_else_watch(op, [op.key])
+            paused = [op for op in ops if shard_of_key(op.key) in on_victim]
+            others = [op for op in ops if shard_of_key(op.key) not in on_victim]
+            feed = Feed(ready, pub, keys)  # not eb: its publish completes b's at once
+            feeding = asyncio.create_task(feed.run(0.005))
+            await asyncio.sleep(0.2)
+            victim.pause()
+            try:
+                async with asyncio.timeout(GUARD_S):  # a hang guard, no time bound
+                    await feeding
+                    await asyncio.gather(*others)
+                assert victim.paused  # answered while it is still stopped
+                assert any(op.completions == 0 for op in paused)  # its shards did wait
+            finally:
+                victim.resume()
+            async with asyncio.timeout(GUARD_S):
+                await asyncio.gather(*paused)
+                await pub.flush()
+    assert [op.completions for op in ops] == [1] * len(ops)
+    assert len(paused) > 100 and len(others) > 300
+
+
+@pytest.mark.system
+@pytest.mark.asyncio
+async def test_a_paused_primarys_shards_follow_its_promoted_replica(tmp_path: Path) -> None:
+    """One primary SIGSTOPped while puts go on for keys of every shard, and its replica
+    promoted (``cluster-node-timeout`` 500 ms): every watcher completes, once each, while
+    the old primary is still stopped; its shards' keys went to the promoted replica when
+    the send to the paused one timed out (``timeout_ms``)."""
+    ready = Ready()
+    keys = _keys(600)
+    with RedisClusterKit(tmp_path) as kit:
+        async with (
+            Purg("b") as b,
+            ClusterKeyEvents(b, kit.urls, channel="t:promote", health_check_ms=500) as eb,
+            ClusterKeyPublisher(kit.urls, channel="t:promote", timeout_ms=1000) as pub,
+            asyncio.timeout(GUARD_S),
+        ):
+            await eb.wait_subscribed()
+            ops = [WaitFor(ready, key) for key in keys]
+            for op in ops:
+                assert not b.try_complete_else_watch(op, [op.key])
+            slot = eb.routing.slots[0]
+            victim = kit.primary_of(slot)
+            feed = Feed(ready, pub, keys)
+            feeding = asyncio.create_task(feed.run(0.005))
+            await asyncio.sleep(0.2)
+            victim.pause()
+            await asyncio.to_thread(kit.wait_promoted, slot, victim)
+            await feeding
+            await asyncio.gather(*ops)
+            await pub.flush()
+            assert victim.paused  # all answered while it is still stopped
+            assert pub.outages == 1
+    assert [op.completions for op in ops] == [1] * len(ops)

@@ -39,7 +39,8 @@ probes that bring a side back within ``probe_ms`` of Redis answering again),
 Sentinel: a ``redis+sentinel://host:port,host:port/service_name`` URL makes both sides
 talk to whichever Redis the sentinels name as the primary, and follow a failover),
 :mod:`._sharding` (the cluster's key -> shard channel rule), :mod:`._topology` (the
-cluster's slot map), :mod:`._cluster` and :mod:`._cluster_events` (the cluster bridge) and
+cluster's slot map), :mod:`._cluster` and :mod:`._cluster_events` (the cluster bridge),
+:mod:`._outbox` (the cluster publisher's queue per primary) and
 :mod:`._connection` (what both sides share: the task's lifecycle and the outages, each
 logged as one WARNING line when it starts and one INFO line when it ends on the
 ``purgatory.contrib.redis`` logger).

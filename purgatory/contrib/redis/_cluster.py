@@ -7,12 +7,24 @@ events go to one of ``shards`` shard channels by the rule of :mod:`._sharding`, 
 ``SPUBLISH`` to the primary that owns the channel's slot (one primary's work per event,
 where a plain ``PUBLISH`` is broadcast to every node of a cluster).
 
-Publishing. The publisher groups each batch of pending keys by the primary of their shard
-(:mod:`._topology`'s slot map) and sends one pipeline of ``SPUBLISH`` per primary, all at
-once. A primary whose pipeline fails (connection lost, timeout, ``MOVED`` after a slot
-moved) gets its keys back in the pending set, oldest first; the others' are sent. Then it
-waits for the slot's new owner (the map polled every ``poll_ms``) at most the reconnect
-schedule's wait, and sends again.
+Publishing: a sender per primary. ``publish`` adds the key to the pending set, as
+:class:`KeyPublisher`'s does; the publisher's task (the dispatcher) takes the pending keys
+in, routes each to the primary of its shard by :mod:`._topology`'s slot map and wakes that
+primary's sender, a task of its own that sends its queue in pipelines of ``SPUBLISH``
+(at most :data:`~._publisher.MAX_BATCH` per round trip), one at a time, with its own
+connection, ``timeout_ms`` and reconnect schedule (:mod:`._outbox` holds the queues). So
+a primary that stalls (paused, a host gone silent: its send waits ``timeout_ms``) or fails
+delays only the keys of its own shards; the other senders go on. A sender whose send fails
+keeps the batch (back at the front of its queue), waits its schedule's wait, or less: until
+the slot of the batch's first key has a new owner (the map polled every ``poll_ms``: a
+failover's promotion, a slot moved), then hands its keys back to the dispatcher, which
+routes them by the map just read: to the same primary again, or to the new owner. A key
+routed again meets its queued copy, if any, and is sent once. A batch that failed may have
+reached Redis (a pipeline answered by a paused primary after its timeout, ``MOVED`` for
+some of its keys only): it is sent again. So a key is sent at least once, and once more
+at most per failed batch that held it: harmless, since events are level-triggered.
+``flush`` returns once every key published before it is sent, whichever primaries they went
+to (the marks of :mod:`._outbox`).
 
 The subscriber, :class:`~._cluster_events.ClusterKeyEvents`, keeps one connection per
 primary that serves its shard channels (see its module). Which shards a worker subscribes
@@ -23,6 +35,7 @@ subscribed to its shard: docs/how-to/redis.md, "The ceiling".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -36,11 +49,16 @@ from ._connection import (
     TIMEOUT_MS,
     aclose,
     check_timing,
+    describe,
+    logger,
+    stop_all,
 )
 from ._encoding import DEFAULT_CHANNEL, encode_key
-from ._publisher import KeyPublisher
+from ._outbox import Outbox
+from ._publisher import MAX_BATCH, KeyPublisher
+from ._reconnect import ReconnectSchedule
 from ._sharding import key_slot, shard_channels, shard_of
-from ._topology import Address, Topology, startup_urls
+from ._topology import Address, SlotMap, Topology, startup_urls
 
 __all__ = ["DEFAULT_SHARDS", "ClusterKeyPublisher", "shard_of_key"]
 
@@ -112,14 +130,31 @@ class _Routing:
             await self.topology.wait_for_new_owner(*failed, wait_ms=schedule_wait_ms)
 
 
+class _Sender:
+    """One primary's sender: the task that sends its queue, what wakes it, its reconnect
+    schedule and its client (None: not connected)."""
+
+    __slots__ = ("client", "owner", "schedule", "task", "wake")
+
+    def __init__(self, owner: Address, schedule: ReconnectSchedule) -> None:
+        self.owner = owner
+        self.schedule = schedule
+        self.wake = asyncio.Event()
+        self.client: redis.asyncio.Redis | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
 class ClusterKeyPublisher(KeyPublisher):
     """:class:`KeyPublisher` on a Redis Cluster: keys announced with ``SPUBLISH`` on their
-    shard channels (see the module doc), each to the primary that owns the channel.
+    shard channels (see the module doc), each to the primary that owns the channel, by a
+    sender per primary.
 
     ``redis_urls``: startup nodes (a list: any nodes of the cluster). ``shards`` and
     ``channel`` must be the same in every process of the deployment. ``poll_ms``: how often
     the slot map is polled while a primary is down (one ``CLUSTER SLOTS`` to a live node).
-    Other options as :class:`KeyPublisher`'s. Per round trip: one pipeline per primary.
+    Other options as :class:`KeyPublisher`'s; ``timeout_ms`` bounds each primary's sends
+    on their own, and each sender keeps its own reconnect schedule. Per round trip: one
+    pipeline to one primary.
     """
 
     def __init__(
@@ -149,72 +184,189 @@ class ClusterKeyPublisher(KeyPublisher):
         )
         topology = Topology(urls, connect=self._new_client, poll_ms=poll_ms)
         self.routing = _Routing(channels, topology)
-        self._clients: dict[Address, redis.asyncio.Redis] = {}
+        self._outbox = Outbox()
+        self._senders: dict[Address, _Sender] = {}
+        self._down: set[Address] = set()  # primaries whose last send failed (see _sender_works)
+        self._owners: tuple[SlotMap | None, list[Address | None]] = (None, [])  # per shard
+        #: while keys are parked with no owner (their slot unserved): the loop time at
+        #: which the map is read again for them (None: every parked key had an owner)
+        self._map_due_s: float | None = None
 
-    async def _send(self, batch: list[bytes]) -> bool:
-        """One pipeline of ``SPUBLISH`` per primary, at once: True once every key is
-        sent; else the failed primaries' keys are pending again (oldest first) and it
-        returns False (the sent ones counted in ``published`` here)."""
-        routing = self.routing
+    @property
+    def pending(self) -> int:
+        """Keys waiting to be sent (not yet routed, or queued for their primary).
+        O(primaries)."""
+        return len(self._pending) + self._outbox.waiting
+
+    # -- the dispatcher: the task of the publisher -------------------------------------
+
+    async def _run(self) -> None:
+        """Route the pending keys to their primaries' senders, for ever (see the module
+        doc); the senders are stopped with it."""
         try:
-            groups = await routing.owners({shard_of(m, routing.shards) for m in batch})
-        except Exception as exc:  # noqa: BLE001 - no map: nothing sent, retried
-            return await self._failed(batch, exc)
-        except BaseException:
-            self._pending = dict.fromkeys(batch) | self._pending
-            raise
-        owner_of = {i: owner for owner, shards in groups.items() for i in shards}
-        per_owner: dict[Address, list[bytes]] = {owner: [] for owner in groups}
-        for message in batch:
-            per_owner[owner_of[shard_of(message, routing.shards)]].append(message)
-        owners = list(per_owner)
-        try:
-            results = await asyncio.gather(
-                *(self._send_to(owner, per_owner[owner]) for owner in owners),
-                return_exceptions=True,
+            while True:
+                await self._wait_for_work()
+                if self._pending:
+                    self._outbox.admit(self._pending, self._enqueued)
+                    self._pending = {}
+                await self._route()
+        finally:
+            await stop_all([s.task for s in self._senders.values() if s.task is not None])
+            await self._disconnect()
+
+    async def _wait_for_work(self) -> None:
+        """Until a wake-up (keys published, or handed back by a sender), or, while keys
+        are parked without an owner, until the map is due to be read again."""
+        if self._map_due_s is not None:
+            wait_s = max(0.0, self._map_due_s - asyncio.get_running_loop().time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait_s)
+        else:
+            await self._wake.wait()
+        self._wake.clear()  # before the work: a wake-up during it is kept for the next
+
+    async def _route(self) -> None:
+        """Parked keys to their owners' queues, by the slot map (read first if there is
+        none yet, or if keys found no owner ``poll_ms`` ago or more: the last map's
+        otherwise, which a failed sender reads again before it hands its keys back);
+        wake those senders."""
+        outbox, topology = self._outbox, self.routing.topology
+        loop = asyncio.get_running_loop()
+        slot_map, due_s = topology.map, self._map_due_s
+        if slot_map is None or (due_s is not None and loop.time() >= due_s):
+            try:
+                slot_map = await topology.refresh()
+            except Exception as exc:  # noqa: BLE001 - logged as an outage, retried
+                if slot_map is None:
+                    lost = "no slot map of the Redis Cluster (%s); keeping keys, retrying"
+                    self._connection_failed(exc, lost)
+                    await self._wait_to_retry()
+                    self._map_due_s = loop.time()  # read it again at once
+                    return
+        owners = self._owners_by_shard(slot_map)
+        shards = self.routing.shards
+        for owner in outbox.route(lambda message: owners[shard_of(message, shards)]):
+            self._sender(owner).wake.set()
+        if not outbox.parked:
+            self._map_due_s = None
+        elif due_s is None or loop.time() >= due_s:
+            self._map_due_s = loop.time() + topology.poll_ms / 1000
+
+    def _owners_by_shard(self, slot_map: SlotMap) -> list[Address | None]:
+        """Each shard's primary by ``slot_map`` (None: no owner), computed once per map.
+        O(shards x log ranges) for a new map, O(1) else."""
+        known, owners = self._owners
+        if known is not slot_map:
+            owners = [slot_map.owner(slot) for slot in self.routing.slots]
+            self._owners = (slot_map, owners)
+        return owners
+
+    def _sender(self, owner: Address) -> _Sender:
+        """``owner``'s sender, started on first use (at most one per node the cluster named
+        a primary; an idle one waits and costs nothing)."""
+        sender = self._senders.get(owner)
+        if sender is None:
+            schedule = ReconnectSchedule(
+                self.reconnect_schedule.min_ms, self.reconnect_schedule.max_ms
             )
-        except BaseException:
-            self._pending = dict.fromkeys(batch) | self._pending
-            raise
-        failed = [(o, r) for o, r in zip(owners, results, strict=True) if r is not None]
-        if not failed:
-            return True
-        unsent = [m for owner, _ in failed for m in per_owner[owner]]
-        self.published += len(batch) - len(unsent)
-        owner, error = failed[0]
-        routing.failed = (routing.slots[shard_of(per_owner[owner][0], routing.shards)], owner)
-        return await self._failed(unsent, error)
+            sender = self._senders[owner] = _Sender(owner, schedule)
+        if sender.task is None or sender.task.done():
+            if sender.task is not None and (error := sender.task.exception()) is not None:
+                # a bug, not the network (those are retried inside): said, and restarted
+                logger.error("%s ended with %s", sender.task.get_name(), describe(error))
+            self._outbox.failed(owner)  # its batch, if it was sending one
+            name = f"{self._task_name} -> {owner[0]}:{owner[1]}"
+            sender.task = asyncio.create_task(self._send_loop(sender), name=name)
+        return sender
 
-    async def _send_to(self, owner: Address, messages: list[bytes]) -> BaseException | None:
-        """One pipeline to ``owner``: None once sent, else the error (its client
-        dropped)."""
-        client = self._clients.get(owner)
-        if client is None:
-            client = self._clients[owner] = self.routing.topology.client(owner)
+    async def _wait_to_retry(self) -> None:
+        """The schedule's wait after the map could not be read (no probes: any node may
+        answer)."""
+        now_ms = int(asyncio.get_running_loop().time() * 1000)
+        await asyncio.sleep(self.reconnect_schedule.failed(now_ms) / 1000)
+
+    # -- a sender: one task per primary ------------------------------------------------
+
+    async def _send_loop(self, sender: _Sender) -> None:
+        """Send ``sender``'s queue a batch at a time (a pipeline of at most
+        :data:`MAX_BATCH` ``SPUBLISH``), for ever; after a failure, retry as
+        :meth:`_sender_failed` says."""
+        outbox, owner = self._outbox, sender.owner
+        try:
+            while True:
+                if not outbox.queued(owner):
+                    sender.wake.clear()
+                    await sender.wake.wait()
+                    continue
+                batch = outbox.take(owner, MAX_BATCH)
+                try:
+                    await self._send_batch(sender, batch)
+                except Exception as exc:  # noqa: BLE001 - logged as an outage, retried
+                    outbox.failed(owner)
+                    await self._sender_failed(sender, exc, batch[0])
+                    continue
+                except BaseException:
+                    outbox.failed(owner)
+                    raise
+                self.published += outbox.sent(owner)
+                self._sender_works(sender)
+                await self._mark_sent(outbox.sent_upto)
+        finally:
+            client, sender.client = sender.client, None
+            if client is not None:
+                await aclose(client)
+
+    async def _send_batch(self, sender: _Sender, batch: list[bytes]) -> None:
+        """One pipeline to the sender's primary (connecting first if need be); on a
+        failure its client is dropped and the error raised."""
         routing = self.routing
-        pipe = client.pipeline(transaction=False)
-        for message in messages:
+        if sender.client is None:
+            sender.client = routing.topology.client(sender.owner)
+        pipe = sender.client.pipeline(transaction=False)
+        for message in batch:
             pipe.spublish(routing.channels[shard_of(message, routing.shards)], message)
         try:
             await pipe.execute()
-        except Exception as exc:  # noqa: BLE001 - returned to the caller, who retries
-            del self._clients[owner]
+        except BaseException:
+            client, sender.client = sender.client, None
             await aclose(client)
-            return exc
-        return None
+            raise
 
-    async def _failed(self, unsent: list[bytes], error: BaseException) -> bool:
-        self._pending = dict.fromkeys(unsent) | self._pending
-        if not isinstance(error, Exception):
-            raise error
-        self._connection_failed(error, "Redis Cluster unreachable (%s); keeping keys, retrying")
-        return False
-
-    async def _wait_to_retry(self) -> None:
+    async def _sender_failed(self, sender: _Sender, exc: Exception, first: bytes) -> None:
+        """A send to the sender's primary failed: its keys wait for the sender's schedule
+        (a new owner of ``first``'s slot ends the wait: the map polled every
+        ``poll_ms``), then go back to the dispatcher, routed by the map just read: to the
+        same primary (tried again), or to its successor."""
+        owner, topology = sender.owner, self.routing.topology
+        topology.suspect(owner)
+        self._down.add(owner)
+        where = f"Redis Cluster primary {owner[0]}:{owner[1]}"
+        self._connection_failed(exc, where + " unreachable (%s); keeping its keys, retrying")
         now_ms = int(asyncio.get_running_loop().time() * 1000)
-        await self.routing.wait_to_retry(self.reconnect_schedule.failed(now_ms))
+        slot = self.routing.slots[shard_of(first, self.routing.shards)]
+        await topology.wait_for_new_owner(slot, owner, sender.schedule.failed(now_ms))
+        self._outbox.hand_back(owner)
+        self._wake.set()
+
+    def _sender_works(self, sender: _Sender) -> None:
+        """A send to the sender's primary worked: an outage ends once no primary that
+        failed holds keys (it works again, or its keys went to its successor) and no key
+        waits for an owner."""
+        sender.schedule.connected(int(asyncio.get_running_loop().time() * 1000))
+        self.routing.topology.trust(sender.owner)
+        outbox = self._outbox
+        self._down.discard(sender.owner)
+        self._down = {owner for owner in self._down if outbox.holds(owner)}
+        if not self._down and not outbox.parked:
+            self._connection_works(
+                "every primary reachable again after %.1f s; %d keys pending", self.pending
+            )
+
+    def _drop_unsent(self) -> int:
+        return super()._drop_unsent() + self._outbox.clear()
 
     async def _disconnect(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await aclose(client)
+        for sender in self._senders.values():
+            client, sender.client = sender.client, None
+            if client is not None:
+                await aclose(client)

@@ -38,34 +38,15 @@ from ._connection import (
     RECONNECT_MAX_MS,
     RECONNECT_MIN_MS,
     TIMEOUT_MS,
+    Settings,
     aclose,
-    check_timing,
+    stop_all,
 )
 from ._encoding import DEFAULT_CHANNEL
 from ._events import KeyEvents, Refresh, Watchers
 from ._topology import Address, Topology
 
 __all__ = ["ClusterKeyEvents"]
-
-
-async def _stop_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait for their ends, cancelling again while they go on (see
-    ``_connection._stop``); a cancellation of the caller meanwhile (the bridge closing
-    presses every 50 ms) is kept for after, so no task is left running with its
-    connection. O(tasks) per round."""
-    interrupted = False
-    while pending := [task for task in tasks if not task.done()]:
-        for task in pending:
-            task.cancel()
-        try:
-            await asyncio.wait(pending, timeout=0.05)
-        except asyncio.CancelledError:
-            interrupted = True
-    for task in tasks:
-        if not task.cancelled():
-            task.exception()  # retrieved: the failures were logged as outages
-    if interrupted:
-        raise asyncio.CancelledError
 
 
 class ClusterKeyEvents(KeyEvents):
@@ -99,32 +80,30 @@ class ClusterKeyEvents(KeyEvents):
         redis_options: Mapping[str, Any] | None = None,
         refresh: Refresh | None = None,
     ) -> None:
-        publisher = ClusterKeyPublisher(
-            redis_urls,
+        settings = Settings(
             channel=channel,
-            shards=shards,
-            poll_ms=poll_ms,
             reconnect_min_ms=reconnect_min_ms,
             reconnect_max_ms=reconnect_max_ms,
             timeout_ms=timeout_ms,
-            close_timeout_ms=close_timeout_ms,
             redis_options=redis_options,
+        )
+        publisher = ClusterKeyPublisher(
+            redis_urls,
+            shards=shards,
+            poll_ms=poll_ms,
+            close_timeout_ms=close_timeout_ms,
+            **settings,
         )
         wanted = set(range(shards) if subscribe_shards is None else subscribe_shards)
         if not wanted or not wanted <= set(range(shards)):
             raise ValueError(f"subscribe_shards must be some of 0..{shards - 1}")
-        check_timing(health_check_ms=health_check_ms)
         super().__init__(
             purgatory,
             publisher.routing.topology.urls[0],
-            channel=channel,
-            reconnect_min_ms=reconnect_min_ms,
-            reconnect_max_ms=reconnect_max_ms,
-            timeout_ms=timeout_ms,
             health_check_ms=health_check_ms,
             close_timeout_ms=close_timeout_ms,
-            redis_options=redis_options,
             refresh=refresh,
+            **settings,
         )
         self.publisher = publisher
         topology = Topology(
@@ -166,7 +145,7 @@ class ClusterKeyEvents(KeyEvents):
                     self._lost(task.exception() or ConnectionError("subscription ended"))
                 await self._wait_to_retry()
         finally:
-            await _stop_all(list(tasks))
+            await stop_all(list(tasks))
 
     def _lost(self, exc: BaseException) -> None:
         self._subscribed.clear()

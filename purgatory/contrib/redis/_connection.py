@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any, NotRequired, Self, TypedDict
+from typing import Any, Self, TypedDict
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
@@ -48,6 +48,7 @@ __all__ = [
     "check_timing",
     "describe",
     "logger",
+    "stop_all",
 ]
 
 #: one logger for the bridge, whichever module of it logs
@@ -99,6 +100,26 @@ async def _stop(task: asyncio.Task[None]) -> None:
         logger.error("%s ended with %s", task.get_name(), describe(error))
 
 
+async def stop_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for their ends, cancelling again while they go on (see
+    :func:`_stop`); a cancellation of the caller meanwhile (the bridge closing presses
+    every 50 ms) is kept for after, so no task is left running with its connection.
+    O(tasks) per round."""
+    interrupted = False
+    while pending := [task for task in tasks if not task.done()]:
+        for task in pending:
+            task.cancel()
+        try:
+            await asyncio.wait(pending, timeout=0.05)
+        except asyncio.CancelledError:
+            interrupted = True
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: the failures were logged as outages
+    if interrupted:
+        raise asyncio.CancelledError
+
+
 class Settings(TypedDict):
     """How a side of a bridge reaches Redis (the bridge hands its own to its publisher)."""
 
@@ -107,7 +128,6 @@ class Settings(TypedDict):
     reconnect_max_ms: int
     timeout_ms: int
     redis_options: Mapping[str, Any] | None
-    probe_ms: NotRequired[int]
 
 
 class _ChannelTask:

@@ -187,10 +187,11 @@ class KeyEvents(_ChannelTask):
             reconnect_max_ms=reconnect_max_ms,
             timeout_ms=timeout_ms,
             redis_options=redis_options,
-            probe_ms=probe_ms,
         )
-        super().__init__(redis_url, log_name="key events", **settings)
-        self.publisher = KeyPublisher(redis_url, close_timeout_ms=close_timeout_ms, **settings)
+        super().__init__(redis_url, log_name="key events", probe_ms=probe_ms, **settings)
+        self.publisher = KeyPublisher(
+            redis_url, close_timeout_ms=close_timeout_ms, probe_ms=probe_ms, **settings
+        )
         self.purgatory = purgatory
         self.refresh = refresh
         self.health_check_ms = health_check_ms

@@ -146,13 +146,17 @@ class KeyPublisher(_ChannelTask):
 
     def _closed_task(self) -> None:
         """Drop what could not be sent, in one WARNING line."""
-        if self._pending:
+        unsent = self._drop_unsent()
+        if unsent:
             logger.warning(
-                "%s closed with %d keys unsent (Redis unreachable)",
-                self._log_name,
-                len(self._pending),
+                "%s closed with %d keys unsent (Redis unreachable)", self._log_name, unsent
             )
-            self._pending.clear()
+
+    def _drop_unsent(self) -> int:
+        """Forget the keys not sent; how many they were."""
+        unsent = len(self._pending)
+        self._pending.clear()
+        return unsent
 
     async def _run(self) -> None:
         """Send the pending keys a batch at a time, for ever; a failed batch is kept
