@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 #: The root of the suite's project (the folder above its tests, found without following
 #: links: the application's suite links this file): children run there.
@@ -112,10 +111,5 @@ class Child:
     def __enter__(self) -> Child:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
