@@ -35,6 +35,35 @@ with warnings.catch_warnings():
 TOPIC = "bench"
 Op = Callable[[], object]
 
+# The messages' fields that both libraries name and type alike (Kafka's schema names);
+# the rest differ by library: durations (ints of ms or timedeltas), lists or tuples,
+# error codes (ints or an enum)
+PRODUCE_REQUEST: dict[str, Any] = {"transactional_id": None, "acks": -1}
+PRODUCE_PARTITION_RESPONSE: dict[str, Any] = {"log_start_offset": 0, "error_message": None}
+FETCH_REQUEST: dict[str, Any] = {
+    "replica_id": -1,
+    "min_bytes": 1,
+    "max_bytes": 1 << 24,
+    "isolation_level": 0,
+    "session_id": 0,
+    "session_epoch": -1,
+    "rack_id": "",
+}
+FETCH_PARTITION: dict[str, Any] = {
+    "current_leader_epoch": -1,
+    "fetch_offset": 1000,
+    "last_fetched_epoch": -1,
+    "log_start_offset": -1,
+    "partition_max_bytes": 1 << 20,
+}
+FETCH_PARTITION_RESPONSE: dict[str, Any] = {
+    "high_watermark": 2000,
+    "last_stable_offset": 2000,
+    "log_start_offset": 0,
+    "aborted_transactions": None,
+    "preferred_read_replica": -1,
+}
+
 
 def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]]:
     """name -> (encode, decode, frame) with kafka-python."""
@@ -44,8 +73,7 @@ def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, O
         "Produce v9 request": (
             pr(
                 version=9,
-                transactional_id=None,
-                acks=-1,
+                **PRODUCE_REQUEST,
                 timeout_ms=5000,
                 topic_data=[
                     pr.TopicProduceData(
@@ -73,9 +101,8 @@ def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, O
                                 error_code=0,
                                 base_offset=1000 + p,
                                 log_append_time_ms=-1,
-                                log_start_offset=0,
                                 record_errors=[],
-                                error_message=None,
+                                **PRODUCE_PARTITION_RESPONSE,
                             )
                             for p in range(partitions)
                         ],
@@ -88,31 +115,18 @@ def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, O
         "Fetch v12 request": (
             fr(
                 version=12,
-                replica_id=-1,
+                **FETCH_REQUEST,
                 max_wait_ms=500,
-                min_bytes=1,
-                max_bytes=1 << 24,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
                 topics=[
                     fr.FetchTopic(
                         topic=TOPIC,
                         partitions=[
-                            fr.FetchTopic.FetchPartition(
-                                partition=p,
-                                current_leader_epoch=-1,
-                                fetch_offset=1000,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
+                            fr.FetchTopic.FetchPartition(partition=p, **FETCH_PARTITION)
                             for p in range(partitions)
                         ],
                     )
                 ],
                 forgotten_topics_data=[],
-                rack_id="",
             ),
             12,
             True,
@@ -130,12 +144,8 @@ def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, O
                             fresp.FetchableTopicResponse.PartitionData(
                                 partition_index=p,
                                 error_code=0,
-                                high_watermark=2000,
-                                last_stable_offset=2000,
-                                log_start_offset=0,
-                                aborted_transactions=None,
-                                preferred_read_replica=-1,
                                 records=records,
+                                **FETCH_PARTITION_RESPONSE,
                             )
                             for p in range(partitions)
                         ],
@@ -185,8 +195,7 @@ def kio_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]
     messages: dict[str, tuple[Any, Any]] = {
         "Produce v9 request": (
             preq.ProduceRequest(
-                transactional_id=None,
-                acks=-1,
+                **PRODUCE_REQUEST,
                 timeout=5000 * ms,
                 topic_data=(
                     preq.TopicProduceData(
@@ -214,9 +223,8 @@ def kio_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]
                                 error_code=none,
                                 base_offset=1000 + p,
                                 log_append_time=None,
-                                log_start_offset=0,
                                 record_errors=(),
-                                error_message=None,
+                                **PRODUCE_PARTITION_RESPONSE,
                             )
                             for p in range(partitions)
                         ),
@@ -227,31 +235,18 @@ def kio_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]
         ),
         "Fetch v12 request": (
             freq.FetchRequest(
-                replica_id=-1,
+                **FETCH_REQUEST,
                 max_wait=500 * ms,
-                min_bytes=1,
-                max_bytes=1 << 24,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
                 topics=(
                     freq.FetchTopic(
                         topic=TOPIC,
                         partitions=tuple(
-                            freq.FetchPartition(
-                                partition=p,
-                                current_leader_epoch=-1,
-                                fetch_offset=1000,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
+                            freq.FetchPartition(partition=p, **FETCH_PARTITION)
                             for p in range(partitions)
                         ),
                     ),
                 ),
                 forgotten_topics_data=(),
-                rack_id="",
             ),
             req_header(
                 request_api_key=1, request_api_version=12, correlation_id=7, client_id="bench"
@@ -269,12 +264,8 @@ def kio_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]
                             fresp.PartitionData(
                                 partition_index=p,
                                 error_code=none,
-                                high_watermark=2000,
-                                last_stable_offset=2000,
-                                log_start_offset=0,
-                                aborted_transactions=None,
-                                preferred_read_replica=-1,
                                 records=records,
+                                **FETCH_PARTITION_RESPONSE,
                             )
                             for p in range(partitions)
                         ),
