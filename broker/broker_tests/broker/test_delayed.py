@@ -17,19 +17,12 @@ from purgatory_broker.broker.delayed import (
 from purgatory_broker.broker.errors import ErrorCode
 from purgatory_broker.broker.replication import LeaderPartition
 from purgatory_broker.broker.storage.log import PartitionLog
-from purgatory_broker.broker.storage.records import build_batch
 from purgatory_broker.tracing import TraceRow, TraceWriter
 
 from purgatory import DelayedOperationPurgatory, SystemTimer, TopicPartition
 from purgatory.testing import ManualClock
 
-A = TopicPartition("t", 0)
-B = TopicPartition("t", 1)
-GONE = TopicPartition("gone", 0)
-
-
-def batch(records: int = 1) -> bytes:
-    return build_batch([b"v" * 50] * records, base_timestamp_ms=0)
+from .partitions_kit import GONE, A, B, batch
 
 
 @pytest.fixture
