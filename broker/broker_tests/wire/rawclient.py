@@ -22,10 +22,16 @@ class RawClient:
         self._ids = itertools.count(1)
 
     @classmethod
-    async def connect(cls, bootstrap: str) -> RawClient:
+    async def connect(cls, bootstrap: str, *, topic: str | None = None) -> RawClient:
+        """A connection; with ``topic``, one on which that topic exists (a Metadata
+        request creates it)."""
         host, port = bootstrap.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
-        return cls(reader, writer)
+        client = cls(reader, writer)
+        if topic is not None:
+            (answer,) = (await client.request(metadata_request(topic))).topics
+            assert (answer.name, answer.error_code) == (topic, 0), answer
+        return client
 
     async def send(self, request: Any) -> int:
         """Send without waiting; returns the correlation id."""
