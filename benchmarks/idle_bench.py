@@ -150,8 +150,7 @@ async def setup_move(keys: list[Conn]) -> tuple[Touch, Callable[[], Any]]:
 
 
 async def setup_call_later(keys: list[Conn]) -> tuple[Touch, Callable[[], Any]]:
-    loop = asyncio.get_running_loop()
-    later = loop.call_later
+    later = asyncio.get_running_loop().call_later
     timeout_s = TIMEOUT_MS / 1000
     handles: dict[object, asyncio.TimerHandle] = {}
     for key in keys:
@@ -170,8 +169,7 @@ async def setup_call_later(keys: list[Conn]) -> tuple[Touch, Callable[[], Any]]:
 
 
 async def setup_reschedule(keys: list[Conn]) -> tuple[Touch, Callable[[], Any]]:
-    loop = asyncio.get_running_loop()
-    clock = loop.time
+    clock = asyncio.get_running_loop().time
     timeout_s = TIMEOUT_MS / 1000
     scopes: dict[object, asyncio.Timeout] = {}
     for key in keys:
@@ -201,17 +199,22 @@ VARIANTS: dict[str, Setup] = {
 # -- measurement ----------------------------------------------------------------
 
 
+async def touch_all_ns(touch: Touch, order: list[Conn]) -> float:
+    """ns per touch over one run of ``order``, yielding to the loop every BATCH touches."""
+    start = time.perf_counter_ns()
+    for lo in range(0, len(order), BATCH):
+        for key in order[lo : lo + BATCH]:
+            touch(key)
+        await asyncio.sleep(0)
+    return (time.perf_counter_ns() - start) / len(order)
+
+
 async def time_touches(setup: Setup, keys: list[Conn], order: list[Conn]) -> float:
     """ns per touch over one run, yields to the loop included."""
     touch, teardown = await setup(keys)
     try:
         gc.collect()
-        start = time.perf_counter_ns()
-        for lo in range(0, len(order), BATCH):
-            for key in order[lo : lo + BATCH]:
-                touch(key)
-            await asyncio.sleep(0)
-        return (time.perf_counter_ns() - start) / len(order)
+        return await touch_all_ns(touch, order)
     finally:
         await teardown()
 
@@ -236,13 +239,7 @@ async def memory_per_key(setup: Setup, keys: list[Conn]) -> float:
 
 async def loop_overhead_ns(order: list[Conn]) -> float:
     """The measuring loop itself (calling a no-op): subtract nothing, just report it."""
-    touch: Touch = _ignore
-    start = time.perf_counter_ns()
-    for lo in range(0, len(order), BATCH):
-        for key in order[lo : lo + BATCH]:
-            touch(key)
-        await asyncio.sleep(0)
-    return (time.perf_counter_ns() - start) / len(order)
+    return await touch_all_ns(_ignore, order)
 
 
 async def bench_loop(

@@ -24,6 +24,7 @@ import purgatory
 import purgatory.contrib.prometheus
 import purgatory.contrib.redis
 import purgatory.testing
+from purgatory.core._signature import parameters
 
 project = "aio-purgatory"
 author = "The purgatory developers"
@@ -183,55 +184,13 @@ def _source_signature(what: str, obj: object) -> tuple[str, str | None] | None:
     func = _find_def(ast.parse(source.read_text(encoding="utf-8")), qualname)
     if func is None:
         return None
-    args = func.args
     decorators = {ast.unparse(d) for d in func.decorator_list}
-    positional = [*args.posonlyargs, *args.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-    defaults += args.defaults
-    params: list[inspect.Parameter] = []
-    for index, arg in enumerate(positional):
-        if index == 0 and "staticmethod" not in decorators:
-            continue  # self, cls
-        kind = (
-            inspect.Parameter.POSITIONAL_ONLY
-            if arg in args.posonlyargs
-            else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        )
-        params.append(_parameter(arg, kind, defaults[index], vars(module)))
-    if args.vararg is not None:
-        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None, {}))
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-        params.append(_parameter(arg, inspect.Parameter.KEYWORD_ONLY, default, vars(module)))
-    if args.kwarg is not None:
-        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None, {}))
+    # self, cls: all but a static method's first parameter
+    params = parameters(func.args, vars(module), skip_first="staticmethod" not in decorators)
     text = stringify_signature(inspect.Signature(params), show_return_annotation=False)
     if what == "class" or func.returns is None:
         return text, None
     return text, ast.unparse(func.returns)
-
-
-def _parameter(
-    arg: ast.arg, kind: inspect._ParameterKind, default: ast.expr | None, names: dict[str, Any]
-) -> inspect.Parameter:
-    annotation = inspect.Parameter.empty if arg.annotation is None else ast.unparse(arg.annotation)
-    value: object = inspect.Parameter.empty
-    if default is not None:
-        try:
-            value = ast.literal_eval(default)
-        except ValueError:
-            text = ast.unparse(default)
-            value = names.get(text, _Verbatim(text))
-    return inspect.Parameter(arg.arg, kind, default=value, annotation=annotation)
-
-
-class _Verbatim:
-    """A default shown as its source text."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def _analyse_compiled_modules() -> None:

@@ -35,7 +35,6 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from types import TracebackType
 from typing import cast
 
 from _cli import PORT, Parser, integer
@@ -220,12 +219,7 @@ class IdleServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     def __repr__(self) -> str:

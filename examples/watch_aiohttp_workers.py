@@ -61,7 +61,6 @@ import threading
 from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import redis.asyncio
 from _cli import PORT, Parser, integer
@@ -110,12 +109,7 @@ class RedisStore:
         self._put = self._client.register_script(PUT_SCRIPT)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         client, self._client, self._put = self._client, None, None
         if client is not None:
             await client.aclose()

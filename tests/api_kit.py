@@ -1,12 +1,15 @@
 """What a package's public API is, checked: ``__all__`` names exactly the public
-classes and functions, and an ``__init__`` only re-exports (the public-API tests'
-tool; the application's suite links this file)."""
+classes and functions, an ``__init__`` only re-exports, and importing it loads only
+what it should (the public-API tests' tool; the application's suite links this file)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import inspect
+import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
@@ -47,3 +50,18 @@ def check_init_only_re_exports(name: str) -> None:
         ] == ["__all__"]:
             continue
         raise AssertionError(f"{path} does more than re-export: line {node.lineno}")
+
+
+def loaded_on_import(modules: Iterable[str], heavy: Iterable[str]) -> list[str]:
+    """The modules of the packages ``heavy`` that a fresh interpreter has loaded once it
+    imported ``modules`` (empty when the imports are as light as they promise)."""
+    code = (
+        f"import sys, {', '.join(modules)};"
+        f"heavy = {tuple(heavy)!r};"
+        "print(sorted(m for m in sys.modules"
+        " if any(m == h or m.startswith(h + '.') for h in heavy)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
+    return list(ast.literal_eval(out.stdout.strip()))

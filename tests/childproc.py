@@ -1,7 +1,8 @@
 """Child processes for crash tests: start, read their lines with a deadline, SIGKILL.
 
 A :class:`Child` is one ``subprocess.Popen`` whose stdout the test reads line by
-line without blocking past a deadline (``select`` on the pipe, then ``os.read``).
+line without blocking past a deadline (a :class:`LineReader`: ``select`` on the pipe,
+then ``os.read``).
 :meth:`Child.kill` sends SIGKILL to that pid only, reaps it, and keeps what the
 child had written before it died (those lines were printed, so they count).
 """
@@ -16,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
+from typing import IO
 
 #: The root of the suite's project (the folder above its tests, found without following
 #: links: the application's suite links this file): children run there.
@@ -30,6 +31,40 @@ RUN_MODULE = (
     "import runpy, sys; sys.path.append(sys.argv.pop(1)); "
     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
 )
+
+
+class LineReader:
+    """The whole lines of a child's pipe, each read with a deadline; what arrived
+    before the child died still counts."""
+
+    __slots__ = ("_eof", "_fd", "_pending")
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._fd = stream.fileno()
+        self._pending = bytearray()
+        self._eof = False
+
+    def read_line(self, timeout_s: float) -> bytes | None:
+        """The next line (without the newline), or None at EOF. TimeoutError if no
+        whole line arrives within ``timeout_s`` (0: only what was already written)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            end = self._pending.find(b"\n")
+            if end >= 0:
+                line = bytes(self._pending[:end])
+                del self._pending[: end + 1]
+                return line
+            if self._eof:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))
+            if ready:
+                chunk = os.read(self._fd, 1 << 20)
+                if chunk:
+                    self._pending += chunk
+                else:
+                    self._eof = True
+            elif time.monotonic() >= deadline:
+                raise TimeoutError(f"no line from the child within {timeout_s} s")
 
 
 class Child:
@@ -49,34 +84,15 @@ class Child:
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         )
         assert self.proc.stdout is not None
-        self._fd = self.proc.stdout.fileno()
-        self._pending = bytearray()
-        self._eof = False
+        self._lines = LineReader(self.proc.stdout)
 
     def read_line(self, timeout_s: float) -> str | None:
         """The next line of stdout (without the newline), or None at EOF.
 
         Raises TimeoutError if no whole line arrives within ``timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            end = self._pending.find(b"\n")
-            if end >= 0:
-                line = bytes(self._pending[:end])
-                del self._pending[: end + 1]
-                return line.decode()
-            if self._eof:
-                return None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no line from the child within {timeout_s} s")
-            ready, _, _ = select.select([self._fd], [], [], remaining)
-            if ready:
-                chunk = os.read(self._fd, 65536)
-                if chunk:
-                    self._pending += chunk
-                else:
-                    self._eof = True
+        line = self._lines.read_line(timeout_s)
+        return None if line is None else line.decode()
 
     def kill(self) -> list[str]:
         """SIGKILL the child, reap it, return the whole lines it wrote and we had not read."""
@@ -112,10 +128,5 @@ class Child:
     def __enter__(self) -> Child:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -22,6 +22,7 @@ from purgatory import SystemTimer
 from purgatory.testing import ManualClock
 
 from .install_kit import check_installed
+from .timer_kit import timer_fixtures
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -53,19 +54,5 @@ def clock() -> ManualClock:
     return ManualClock(start_ms=0)
 
 
-# The timers on a manual clock file tasks as Kafka does (may_expire_early=True): a
-# manual clock's whole milliseconds are the true time, so with tick 1 a task then runs
-# exactly at its deadline, the timings the tests state. The default filing, a
-# millisecond later for a clock that truncates, is tested in core/test_never_early.py.
-
-
-@pytest.fixture
-def timer(clock: ManualClock) -> SystemTimer:
-    """A default-sized timer on a manual clock; drive it with clock.advance + poll."""
-    return SystemTimer("test", clock=clock, may_expire_early=True)
-
-
-@pytest.fixture
-def tiny_timer(clock: ManualClock) -> SystemTimer:
-    """A timer with tick 1 and wheel size 3, so overflow wheels are exercised."""
-    return SystemTimer("tiny", tick_ms=1, wheel_size=3, clock=clock, may_expire_early=True)
+#: the shell's timers (the core's tests have WheelTimers: core/conftest.py), on ``clock``
+timer, tiny_timer = timer_fixtures(SystemTimer)

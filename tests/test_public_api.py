@@ -12,7 +12,8 @@ import pytest
 import purgatory
 import purgatory.core
 
-from .api_kit import check_all_is_the_public_api, check_init_only_re_exports
+from .api_kit import check_all_is_the_public_api, check_init_only_re_exports, loaded_on_import
+from .purgatory_kit import MockOp
 
 PACKAGES = [
     "purgatory",
@@ -34,18 +35,8 @@ def test_init_only_re_exports(name: str) -> None:
 
 
 def test_the_core_imports_no_third_party_package() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, purgatory, purgatory.testing;"
-        "heavy = {'pyarrow', 'pyspark', 'pandas', 'uvloop', 'anyio', 'trio', 'kafka'};"
-        "print(sorted(heavy & set(sys.modules)))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]"
+    heavy = ["pyarrow", "pyspark", "pandas", "uvloop", "anyio", "trio", "kafka"]
+    assert loaded_on_import(["purgatory", "purgatory.testing"], heavy) == []
     assert purgatory.__all__ == sorted(purgatory.__all__)
 
 
@@ -113,19 +104,13 @@ def test_help_lists_the_real_init_on_either_build(name: str) -> None:
 
 
 def test_a_subclass_with_its_own_init_shows_that_init() -> None:
-    class Poll(purgatory.DelayedOperation[int]):
-        def __init__(self, key: str, timeout_ms: int = 30_000) -> None:
-            super().__init__(timeout_ms)
-            self.key = key
+    assert str(inspect.signature(MockOp)) == "(delay_ms: 'int', name: 'str' = 'op') -> 'None'"
+    assert MockOp(30_000).delay_ms == 30_000
 
-        def try_complete(self) -> bool:
-            return False
 
-        def on_complete(self) -> int:
-            return 1
-
-    # no on_expiration: an optional hook, so mypy --strict lets this class be instantiated
-    poll = Poll("k")
-    assert str(inspect.signature(Poll)) == "(key: 'str', timeout_ms: 'int' = 30000) -> 'None'"
-    assert poll.delay_ms == 30_000
-    poll.on_expiration()  # the default does nothing
+def test_on_expiration_is_an_optional_hook_that_does_nothing() -> None:
+    # optional, so mypy --strict lets a subclass without it be instantiated:
+    # test_typing_outside.py's user module has one
+    op = MockOp(5)
+    purgatory.DelayedOperation.on_expiration(op)
+    assert op.expirations == 0 and not op.is_completed

@@ -58,9 +58,10 @@ def user_module(tmp_path: Path) -> Path:
     return path
 
 
-def test_mypy_strict_finds_and_types_the_package(user_module: Path) -> None:
+def checked(command: list[str], user_module: Path) -> str:
+    """What a type checker, run in the user module's folder, says of it (it must pass)."""
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", user_module.name],
+        [*command, user_module.name],
         cwd=user_module.parent,
         capture_output=True,
         text=True,
@@ -68,6 +69,11 @@ def test_mypy_strict_finds_and_types_the_package(user_module: Path) -> None:
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
+    return out
+
+
+def test_mypy_strict_finds_and_types_the_package(user_module: Path) -> None:
+    out = checked([sys.executable, "-m", "mypy", "--strict", "--no-incremental"], user_module)
     assert 'Revealed type is "int"' in out or 'Revealed type is "builtins.int"' in out
     assert 'Revealed type is "purgatory.core.operation.Outcome"' in out
 
@@ -76,14 +82,6 @@ def test_mypy_strict_finds_and_types_the_package(user_module: Path) -> None:
 def test_pyright_finds_and_types_the_package(user_module: Path) -> None:
     pyright = shutil.which("pyright", path=str(Path(sys.executable).parent))
     assert pyright is not None, "pyright is missing: install the dev extra"
-    done = subprocess.run(
-        [pyright, "--pythonpath", sys.executable, user_module.name],
-        cwd=user_module.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out
+    out = checked([pyright, "--pythonpath", sys.executable], user_module)
     assert 'Type of "value" is "int"' in out
     assert 'Type of "poll.outcome" is "Outcome"' in out

@@ -1,15 +1,43 @@
-"""Test kit for the timer: tasks that record when they ran."""
+"""Test kit for the timer: the timer fixtures, tasks that record when they ran."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
 
 from purgatory import (
     TimerTask,
 )
 from purgatory.core import WheelTimer
 from purgatory.testing import ManualClock
+
+Timer = TypeVar("Timer", bound=WheelTimer)
+
+
+def timer_fixtures(cls: type[Timer]) -> tuple[object, object]:
+    """The ``timer`` and ``tiny_timer`` fixtures, timers of ``cls`` on the ``clock``
+    fixture's manual clock: drive them with clock.advance + poll. ``timer`` is
+    default-sized; ``tiny_timer`` has tick 1 and wheel size 3, so overflow wheels are
+    exercised.
+
+    They file tasks as Kafka does (``may_expire_early=True``): a manual clock's whole
+    milliseconds are the true time, so with tick 1 a task then runs exactly at its
+    deadline, the timings the tests state. The default filing, a millisecond later for
+    a clock that truncates, is tested in core/test_never_early.py.
+    """
+
+    @pytest.fixture
+    def timer(clock: ManualClock) -> Timer:
+        return cls("test", clock=clock, may_expire_early=True)
+
+    @pytest.fixture
+    def tiny_timer(clock: ManualClock) -> Timer:
+        return cls("tiny", tick_ms=1, wheel_size=3, clock=clock, may_expire_early=True)
+
+    return timer, tiny_timer
 
 
 class Recorder(TimerTask):

@@ -35,117 +35,117 @@ with warnings.catch_warnings():
 TOPIC = "bench"
 Op = Callable[[], object]
 
+# The messages' fields that both libraries name and type alike (Kafka's schema names);
+# the rest differ by library: durations (ints of ms or timedeltas), lists or tuples,
+# error codes (ints or an enum)
+PRODUCE_REQUEST: dict[str, Any] = {"transactional_id": None, "acks": -1}
+PRODUCE_PARTITION_RESPONSE: dict[str, Any] = {"log_start_offset": 0, "error_message": None}
+FETCH_REQUEST: dict[str, Any] = {
+    "replica_id": -1,
+    "min_bytes": 1,
+    "max_bytes": 1 << 24,
+    "isolation_level": 0,
+    "session_id": 0,
+    "session_epoch": -1,
+    "rack_id": "",
+}
+FETCH_PARTITION: dict[str, Any] = {
+    "current_leader_epoch": -1,
+    "fetch_offset": 1000,
+    "last_fetched_epoch": -1,
+    "log_start_offset": -1,
+    "partition_max_bytes": 1 << 20,
+}
+FETCH_PARTITION_RESPONSE: dict[str, Any] = {
+    "high_watermark": 2000,
+    "last_stable_offset": 2000,
+    "log_start_offset": 0,
+    "aborted_transactions": None,
+    "preferred_read_replica": -1,
+}
+
+
+def _kafka_python_produce(partitions: int, records: bytes) -> dict[str, tuple[Any, int, bool]]:
+    """The Produce v9 request and response: name -> (message, version, is a request)."""
+    pr, presp = codec.SUPPORTED_APIS[codec.PRODUCE].request, codec.ProduceResponse
+    request = pr(
+        version=9,
+        **PRODUCE_REQUEST,
+        timeout_ms=5000,
+        topic_data=[
+            pr.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    pr.TopicProduceData.PartitionProduceData(index=p, records=records)
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    response = presp(
+        version=9,
+        throttle_time_ms=0,
+        responses=[
+            presp.TopicProduceResponse(
+                name=TOPIC,
+                partition_responses=[
+                    presp.TopicProduceResponse.PartitionProduceResponse(
+                        index=p,
+                        error_code=0,
+                        base_offset=1000 + p,
+                        log_append_time_ms=-1,
+                        record_errors=[],
+                        **PRODUCE_PARTITION_RESPONSE,
+                    )
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    return {"Produce v9 request": (request, 9, True), "Produce v9 response": (response, 9, False)}
+
+
+def _kafka_python_fetch(partitions: int, records: bytes) -> dict[str, tuple[Any, int, bool]]:
+    """The Fetch v12 request and response: name -> (message, version, is a request)."""
+    fr, fresp = codec.SUPPORTED_APIS[codec.FETCH].request, codec.FetchResponse
+    request = fr(
+        version=12,
+        **FETCH_REQUEST,
+        max_wait_ms=500,
+        topics=[
+            fr.FetchTopic(
+                topic=TOPIC,
+                partitions=[
+                    fr.FetchTopic.FetchPartition(partition=p, **FETCH_PARTITION)
+                    for p in range(partitions)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+    )
+    response = fresp(
+        version=12,
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            fresp.FetchableTopicResponse(
+                topic=TOPIC,
+                partitions=[
+                    fresp.FetchableTopicResponse.PartitionData(
+                        partition_index=p, error_code=0, records=records, **FETCH_PARTITION_RESPONSE
+                    )
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    return {"Fetch v12 request": (request, 12, True), "Fetch v12 response": (response, 12, False)}
+
 
 def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]]:
     """name -> (encode, decode, frame) with kafka-python."""
-    pr, fr = codec.SUPPORTED_APIS[codec.PRODUCE].request, codec.SUPPORTED_APIS[codec.FETCH].request
-    presp, fresp = codec.ProduceResponse, codec.FetchResponse
-    messages: dict[str, tuple[Any, int, bool]] = {
-        "Produce v9 request": (
-            pr(
-                version=9,
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    pr.TopicProduceData(
-                        name=TOPIC,
-                        partition_data=[
-                            pr.TopicProduceData.PartitionProduceData(index=p, records=records)
-                            for p in range(partitions)
-                        ],
-                    )
-                ],
-            ),
-            9,
-            True,
-        ),
-        "Produce v9 response": (
-            presp(
-                version=9,
-                throttle_time_ms=0,
-                responses=[
-                    presp.TopicProduceResponse(
-                        name=TOPIC,
-                        partition_responses=[
-                            presp.TopicProduceResponse.PartitionProduceResponse(
-                                index=p,
-                                error_code=0,
-                                base_offset=1000 + p,
-                                log_append_time_ms=-1,
-                                log_start_offset=0,
-                                record_errors=[],
-                                error_message=None,
-                            )
-                            for p in range(partitions)
-                        ],
-                    )
-                ],
-            ),
-            9,
-            False,
-        ),
-        "Fetch v12 request": (
-            fr(
-                version=12,
-                replica_id=-1,
-                max_wait_ms=500,
-                min_bytes=1,
-                max_bytes=1 << 24,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    fr.FetchTopic(
-                        topic=TOPIC,
-                        partitions=[
-                            fr.FetchTopic.FetchPartition(
-                                partition=p,
-                                current_leader_epoch=-1,
-                                fetch_offset=1000,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                            for p in range(partitions)
-                        ],
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-            ),
-            12,
-            True,
-        ),
-        "Fetch v12 response": (
-            fresp(
-                version=12,
-                throttle_time_ms=0,
-                error_code=0,
-                session_id=0,
-                responses=[
-                    fresp.FetchableTopicResponse(
-                        topic=TOPIC,
-                        partitions=[
-                            fresp.FetchableTopicResponse.PartitionData(
-                                partition_index=p,
-                                error_code=0,
-                                high_watermark=2000,
-                                last_stable_offset=2000,
-                                log_start_offset=0,
-                                aborted_transactions=None,
-                                preferred_read_replica=-1,
-                                records=records,
-                            )
-                            for p in range(partitions)
-                        ],
-                    )
-                ],
-            ),
-            12,
-            False,
-        ),
-    }
+    messages = _kafka_python_produce(partitions, records) | _kafka_python_fetch(partitions, records)
     cases: dict[str, tuple[Op, Op, bytes]] = {}
     for name, (message, version, is_request) in messages.items():
         cls = type(message)
@@ -166,124 +166,115 @@ def kafka_python_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, O
     return cases
 
 
+def _kio(path: str) -> Any:
+    """A module of kio's generated schema classes."""
+    return importlib.import_module(f"kio.schema.{path}")
+
+
+_MS = datetime.timedelta(milliseconds=1)  # kio's durations are timedeltas
+
+
+def _kio_produce(partitions: int, records: bytes) -> dict[str, tuple[Any, Any]]:
+    """The Produce v9 request and response with kio: name -> (body, header)."""
+    preq, presp = _kio("produce.v9.request"), _kio("produce.v9.response")
+    none = _kio("errors").ErrorCode.none
+    request = preq.ProduceRequest(
+        **PRODUCE_REQUEST,
+        timeout=5000 * _MS,
+        topic_data=(
+            preq.TopicProduceData(
+                name=TOPIC,
+                partition_data=tuple(
+                    preq.PartitionProduceData(index=p, records=records) for p in range(partitions)
+                ),
+            ),
+        ),
+    )
+    response = presp.ProduceResponse(
+        throttle_time=0 * _MS,
+        responses=(
+            presp.TopicProduceResponse(
+                name=TOPIC,
+                partition_responses=tuple(
+                    presp.PartitionProduceResponse(
+                        index=p,
+                        error_code=none,
+                        base_offset=1000 + p,
+                        log_append_time=None,
+                        record_errors=(),
+                        **PRODUCE_PARTITION_RESPONSE,
+                    )
+                    for p in range(partitions)
+                ),
+            ),
+        ),
+    )
+    return {
+        "Produce v9 request": (request, _kio_request_header(0, 9)),
+        "Produce v9 response": (response, _kio_response_header()),
+    }
+
+
+def _kio_fetch(partitions: int, records: bytes) -> dict[str, tuple[Any, Any]]:
+    """The Fetch v12 request and response with kio: name -> (body, header)."""
+    freq, fresp = _kio("fetch.v12.request"), _kio("fetch.v12.response")
+    none = _kio("errors").ErrorCode.none
+    request = freq.FetchRequest(
+        **FETCH_REQUEST,
+        max_wait=500 * _MS,
+        topics=(
+            freq.FetchTopic(
+                topic=TOPIC,
+                partitions=tuple(
+                    freq.FetchPartition(partition=p, **FETCH_PARTITION) for p in range(partitions)
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    response = fresp.FetchResponse(
+        throttle_time=0 * _MS,
+        error_code=none,
+        session_id=0,
+        responses=(
+            fresp.FetchableTopicResponse(
+                topic=TOPIC,
+                partitions=tuple(
+                    fresp.PartitionData(
+                        partition_index=p,
+                        error_code=none,
+                        records=records,
+                        **FETCH_PARTITION_RESPONSE,
+                    )
+                    for p in range(partitions)
+                ),
+            ),
+        ),
+    )
+    return {
+        "Fetch v12 request": (request, _kio_request_header(1, 12)),
+        "Fetch v12 response": (response, _kio_response_header()),
+    }
+
+
+def _kio_request_header(api_key: int, version: int) -> Any:
+    header = _kio("request_header.v2.header").RequestHeader
+    return header(
+        request_api_key=api_key, request_api_version=version, correlation_id=7, client_id="bench"
+    )
+
+
+def _kio_response_header() -> Any:
+    return _kio("response_header.v1.header").ResponseHeader(correlation_id=7)
+
+
 def kio_cases(partitions: int, records: bytes) -> dict[str, tuple[Op, Op, bytes]] | None:
     """The same messages with kio (None if it is not installed)."""
     try:
         serial = importlib.import_module("kio.serial")
     except ImportError:
         return None
-
-    def load(path: str) -> Any:
-        return importlib.import_module(f"kio.schema.{path}")
-
-    req_header = load("request_header.v2.header").RequestHeader
-    resp_header = load("response_header.v1.header").ResponseHeader
-    preq, presp = load("produce.v9.request"), load("produce.v9.response")
-    freq, fresp = load("fetch.v12.request"), load("fetch.v12.response")
-    none = importlib.import_module("kio.schema.errors").ErrorCode.none
-    ms = datetime.timedelta(milliseconds=1)
-    messages: dict[str, tuple[Any, Any]] = {
-        "Produce v9 request": (
-            preq.ProduceRequest(
-                transactional_id=None,
-                acks=-1,
-                timeout=5000 * ms,
-                topic_data=(
-                    preq.TopicProduceData(
-                        name=TOPIC,
-                        partition_data=tuple(
-                            preq.PartitionProduceData(index=p, records=records)
-                            for p in range(partitions)
-                        ),
-                    ),
-                ),
-            ),
-            req_header(
-                request_api_key=0, request_api_version=9, correlation_id=7, client_id="bench"
-            ),
-        ),
-        "Produce v9 response": (
-            presp.ProduceResponse(
-                throttle_time=0 * ms,
-                responses=(
-                    presp.TopicProduceResponse(
-                        name=TOPIC,
-                        partition_responses=tuple(
-                            presp.PartitionProduceResponse(
-                                index=p,
-                                error_code=none,
-                                base_offset=1000 + p,
-                                log_append_time=None,
-                                log_start_offset=0,
-                                record_errors=(),
-                                error_message=None,
-                            )
-                            for p in range(partitions)
-                        ),
-                    ),
-                ),
-            ),
-            resp_header(correlation_id=7),
-        ),
-        "Fetch v12 request": (
-            freq.FetchRequest(
-                replica_id=-1,
-                max_wait=500 * ms,
-                min_bytes=1,
-                max_bytes=1 << 24,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=(
-                    freq.FetchTopic(
-                        topic=TOPIC,
-                        partitions=tuple(
-                            freq.FetchPartition(
-                                partition=p,
-                                current_leader_epoch=-1,
-                                fetch_offset=1000,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                            for p in range(partitions)
-                        ),
-                    ),
-                ),
-                forgotten_topics_data=(),
-                rack_id="",
-            ),
-            req_header(
-                request_api_key=1, request_api_version=12, correlation_id=7, client_id="bench"
-            ),
-        ),
-        "Fetch v12 response": (
-            fresp.FetchResponse(
-                throttle_time=0 * ms,
-                error_code=none,
-                session_id=0,
-                responses=(
-                    fresp.FetchableTopicResponse(
-                        topic=TOPIC,
-                        partitions=tuple(
-                            fresp.PartitionData(
-                                partition_index=p,
-                                error_code=none,
-                                high_watermark=2000,
-                                last_stable_offset=2000,
-                                log_start_offset=0,
-                                aborted_transactions=None,
-                                preferred_read_replica=-1,
-                                records=records,
-                            )
-                            for p in range(partitions)
-                        ),
-                    ),
-                ),
-            ),
-            resp_header(correlation_id=7),
-        ),
-    }
+    messages = _kio_produce(partitions, records) | _kio_fetch(partitions, records)
     cases: dict[str, tuple[Op, Op, bytes]] = {}
     for name, (body, header) in messages.items():
         write_header = serial.entity_writer(type(header))

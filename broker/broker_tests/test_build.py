@@ -19,7 +19,12 @@ import pytest
 
 from purgatory.core import build
 
-from .portability_kit import check_cythonize_writes_outside_the_tree, run_pure, run_setup
+from .portability_kit import (
+    check_cythonize_writes_outside_the_tree,
+    run_pure,
+    run_setup,
+    run_setup_told_pure,
+)
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 SETUP = Path(__file__).resolve().parents[1] / "setup.py"
@@ -54,10 +59,8 @@ def test_the_environment_variable_forces_the_pure_build() -> None:
 def test_the_build_makes_no_extensions_when_told_not_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
-    script = _setup_script(monkeypatch)
-    assert script["captured"]["ext_modules"] == []
-    assert "purgatory-broker: PURGATORY_NO_EXTENSIONS set" in capsys.readouterr().out
+    says = "purgatory-broker: PURGATORY_NO_EXTENSIONS set"
+    script = run_setup_told_pure(monkeypatch, capsys, SETUP, says)
     assert script["captured"]["cmdclass"]["build_ext"] is script["StrictBuildExt"]
 
 

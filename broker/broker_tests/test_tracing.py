@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,8 @@ from purgatory_broker.tracing import (
     column_names,
     trace_schema,
 )
+
+from .api_kit import loaded_on_import
 
 #: the contract readers rely on (the Parquet files written so far have exactly these)
 EXPECTED = (
@@ -76,12 +76,6 @@ def test_bad_rows_are_refused(tmp_path: Path, changes: dict[str, object], messag
 
 
 def test_importing_the_schema_loads_neither_the_broker_nor_pyarrow() -> None:
-    code = (
-        "import sys, purgatory_broker.tracing;"
-        "print(sorted(m for m in sys.modules"
-        " if m.startswith(('purgatory_broker.broker', 'pyarrow'))))"
+    assert (
+        loaded_on_import(["purgatory_broker.tracing"], ["purgatory_broker.broker", "pyarrow"]) == []
     )
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]"

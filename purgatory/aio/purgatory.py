@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Hashable, Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..core.errors import PurgatoryClosedError
 from ..core.purgatory import DEFAULT_PURGE_INTERVAL, Purgatory
 from .backends import report_to_running_library, require_backend
 from .operation import DelayedOperation
-from .reaper import Reaper
+from .reaper import ExcInfo, Reaper
 from .timer import SystemTimer
 
 __all__ = ["DelayedOperationPurgatory"]
@@ -145,12 +144,7 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
             self._reaper = await self.timer.start_reaper()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: *ExcInfo) -> None:
         """:meth:`close`, then release the reaper; the block's exception goes on as itself
         (nothing is swallowed, so a type checker sees a ``return`` inside the block as
         final)."""
@@ -160,7 +154,7 @@ class DelayedOperationPurgatory(Purgatory, Generic[Op]):
             self.shutdown()
         finally:
             if owned is not None:
-                await self.timer.stop_reaper(exc_type, exc, tb)
+                await self.timer.stop_reaper(*exc_info)
 
     async def close(self) -> None:
         """Cancel every pending operation (awaiters raise PurgatoryClosedError) and

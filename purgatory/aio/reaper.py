@@ -49,6 +49,10 @@ from .backends.base import Sleeper, TaskHandle
 
 __all__ = ["Reaper", "advance_clock"]
 
+#: what ``__aexit__`` receives (``sys.exc_info()``'s triple, Nones when the block ended
+#: normally): the timer's and the purgatory's exits hand it on to :meth:`Reaper.exit`
+ExcInfo = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+
 
 class Reaper:
     """Drives one timer on the running asyncio loop or trio run; see the module doc."""
@@ -94,17 +98,14 @@ class Reaper:
         if self._task is not None:
             await self._task.join()
 
-    async def exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        """Stop and release the task at the end of ``async with``; True to suppress
-        ``exc`` (only trio's nursery ever does, for its own cancellation)."""
+    async def exit(self, *exc_info: *ExcInfo) -> bool:
+        """Stop and release the task at the end of ``async with`` (``exc_info``: the
+        block's); True to suppress its exception (only trio's nursery ever does, for its
+        own cancellation)."""
         self.request_stop()
         if self._task is None:
             return False
+        _, exc, _ = exc_info
         return await self._task.exit(exc)
 
     async def _run(self) -> None:

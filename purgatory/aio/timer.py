@@ -28,7 +28,7 @@ from ..core.clock import Clock
 from ..core.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, WheelTimer
 from .backends import report_to_running_library
 from .clock import LoopClock
-from .reaper import Reaper, advance_clock
+from .reaper import ExcInfo, Reaper, advance_clock
 
 __all__ = ["SystemTimer"]
 
@@ -119,15 +119,10 @@ class SystemTimer(WheelTimer):
         await self.start_reaper()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: *ExcInfo) -> None:
         """:meth:`stop_reaper`; the block's exception goes on as itself (nothing is
         swallowed, so a type checker sees a ``return`` inside the block as final)."""
-        await self.stop_reaper(exc_type, exc, tb)
+        await self.stop_reaper(*exc_info)
 
     async def advance_clock(self, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms`` for a bucket to expire, then process every expired

@@ -27,10 +27,11 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
+from collections.abc import Mapping
 from types import FunctionType
 from typing import Any
 
-__all__ = ["InitSignature", "init_doc"]
+__all__ = ["InitSignature", "init_doc", "parameters"]
 
 _TEXT_SIGNATURE_END = ")\n--\n\n"
 
@@ -101,28 +102,39 @@ def _from_docstring(cls: type) -> inspect.Signature | None:
     except SyntaxError:
         return None
     assert isinstance(func, ast.FunctionDef)
-    args = func.args
     namespace = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+    leading = [*func.args.posonlyargs, *func.args.args][:1]
+    # the class's signature leaves self out
+    params = parameters(func.args, namespace, skip_first=[a.arg for a in leading] == ["self"])
+    returns = inspect.Signature.empty if func.returns is None else ast.unparse(func.returns)
+    return inspect.Signature(params, return_annotation=returns)
+
+
+def parameters(
+    args: ast.arguments, names: Mapping[str, Any], *, skip_first: bool
+) -> list[inspect.Parameter]:
+    """A ``def``'s parameters as :mod:`inspect` has them, read from its syntax tree:
+    annotations as their source text, defaults by value (one that names an entry of
+    ``names``, a module's constant, by that entry's value; any other expression shown
+    as its source). ``skip_first``: without the first (``self`` or ``cls``). The
+    documentation's build reads the compiled modules' sources with it too. O(parameters).
+    """
     params: list[inspect.Parameter] = []
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
     defaults += args.defaults
-    kw_defaults = dict(zip(args.kwonlyargs, args.kw_defaults, strict=True))
     for index, arg in enumerate(positional):
-        if index == 0 and arg.arg == "self":
-            continue  # the class's signature leaves self out
+        if index == 0 and skip_first:
+            continue
         kind = _POSITIONAL if arg in args.posonlyargs else _EITHER
-        params.append(_parameter(arg, kind, defaults[index], namespace))
+        params.append(_parameter(arg, kind, defaults[index], names))
     if args.vararg is not None:
-        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None, namespace))
-    params += [
-        _parameter(a, inspect.Parameter.KEYWORD_ONLY, kw_defaults[a], namespace)
-        for a in args.kwonlyargs
-    ]
+        params.append(_parameter(args.vararg, inspect.Parameter.VAR_POSITIONAL, None, names))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        params.append(_parameter(arg, inspect.Parameter.KEYWORD_ONLY, default, names))
     if args.kwarg is not None:
-        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None, namespace))
-    returns = inspect.Signature.empty if func.returns is None else ast.unparse(func.returns)
-    return inspect.Signature(params, return_annotation=returns)
+        params.append(_parameter(args.kwarg, inspect.Parameter.VAR_KEYWORD, None, names))
+    return params
 
 
 def _split_line(text: str) -> tuple[str | None, str]:
@@ -165,7 +177,7 @@ def _top_level_items(text: str) -> list[str]:
 
 
 def _parameter(
-    arg: ast.arg, kind: Any, default: ast.expr | None, namespace: dict[str, Any]
+    arg: ast.arg, kind: inspect._ParameterKind, default: ast.expr | None, names: Mapping[str, Any]
 ) -> inspect.Parameter:
     annotation = inspect.Parameter.empty if arg.annotation is None else ast.unparse(arg.annotation)
     value: object = inspect.Parameter.empty
@@ -173,8 +185,18 @@ def _parameter(
         try:
             value = ast.literal_eval(default)
         except ValueError:
-            if isinstance(default, ast.Name) and default.id in namespace:
-                value = namespace[default.id]
-            else:
-                value = ast.unparse(default)
+            text = ast.unparse(default)
+            value = names.get(text, _Verbatim(text))
     return inspect.Parameter(arg.arg, kind, default=value, annotation=annotation)
+
+
+class _Verbatim:
+    """A default shown as its source text (an expression, not a string)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text

@@ -47,7 +47,7 @@ from purgatory import (
 from purgatory.aio.backends import running_loop
 from purgatory.testing import ManualClock
 
-from ..purgatory_kit import MockOp
+from ..purgatory_kit import MockOp, Raising
 
 pytestmark = pytest.mark.anyio
 
@@ -405,16 +405,10 @@ async def test_a_reaper_crash_surfaces_at_the_block(anyio_backend_name: str) -> 
 # -- errors from callbacks ----------------------------------------------------------
 
 
-class Raising(MockOp):
-    def on_complete(self) -> str:
-        super().on_complete()
-        raise RuntimeError(f"{self.name} failed")
-
-
 async def test_on_complete_raising_goes_to_awaiters_and_is_reported() -> None:
     with reported_errors() as seen:
         async with DelayedOperationPurgatory[MockOp]("p") as p:
-            bad, good = Raising(60_000, "bad"), MockOp(60_000, "good")
+            bad, good = Raising(60_000, "on_complete"), MockOp(60_000, "good")
             p.try_complete_else_watch(bad, ["k"])
             p.try_complete_else_watch(good, ["k"])
             got: list[object] = []
@@ -430,20 +424,20 @@ async def test_on_complete_raising_goes_to_awaiters_and_is_reported() -> None:
                 await anyio.wait_all_tasks_blocked()
                 bad.completable = good.completable = True
                 assert p.check_and_complete("k") == 1  # good; bad raised but completed
-            assert [str(e) for e in got] == ["bad failed"]
+            assert [str(e) for e in got] == ["on_complete failed"]
             assert bad.is_completed and good.is_completed and p.watched == 0
-    assert [str(e) for e in seen] == ["bad failed"]
+    assert [str(e) for e in seen] == ["on_complete failed"]
 
 
 async def test_expiry_callback_raising_never_kills_the_reaper() -> None:
     with reported_errors() as seen:
         async with DelayedOperationPurgatory[MockOp]("p") as p:
-            bad, after = Raising(5, "bad"), MockOp(40, "after")
+            bad, after = Raising(5, "on_complete"), MockOp(40, "after")
             p.try_complete_else_watch(bad, ["k"])
             p.try_complete_else_watch(after, ["k"])
             assert await after == "after:expired"
             assert bad.is_completed
-    assert [str(e) for e in seen] == ["bad failed"]
+    assert [str(e) for e in seen] == ["on_complete failed"]
 
 
 def _callback_errors(backend: str) -> list[BaseException]:

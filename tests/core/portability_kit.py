@@ -82,6 +82,18 @@ def run_setup(monkeypatch: pytest.MonkeyPatch, setup: Path) -> dict[str, Any]:
     return namespace
 
 
+def run_setup_told_pure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], setup: Path, says: str
+) -> dict[str, Any]:
+    """A setup.py run with ``PURGATORY_NO_EXTENSIONS=1``: no extension module, and a
+    line that ``says`` so on stdout; its namespace, for the caller's further checks."""
+    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
+    script = run_setup(monkeypatch, setup)
+    assert script["captured"]["ext_modules"] == []
+    assert says in capsys.readouterr().out
+    return script
+
+
 def run_pure(code: str) -> str:
     """The output of ``python -P -c code`` run with ``PURGATORY_NO_EXTENSIONS=1`` (the
     pure build, chosen at import)."""

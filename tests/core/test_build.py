@@ -23,7 +23,12 @@ from purgatory.core import build
 from purgatory.testing import ManualClock
 
 from ..repo_kit import ROOT, needs
-from .portability_kit import check_cythonize_writes_outside_the_tree, run_pure, run_setup
+from .portability_kit import (
+    check_cythonize_writes_outside_the_tree,
+    run_pure,
+    run_setup,
+    run_setup_told_pure,
+)
 
 EXPECT_COMPILED = os.environ.get("PURGATORY_EXPECT_COMPILED", "") not in ("", "0")
 #: the tests that run the build script (the sdist has it; a copy of tests/ does not)
@@ -73,20 +78,20 @@ class Plain(TimerTask):
 
 
 class SlottedOp(DelayedOperation[str]):
-    __slots__ = ("ready",)
+    """Completes once its slot holds an answer, with that answer as the outcome."""
+
+    __slots__ = ("answer",)
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
-        self.ready = False
+        self.answer: str | None = None
 
     def try_complete(self) -> bool:
-        return self.ready and self.force_complete()
+        return self.answer is not None and self.force_complete()
 
     def on_complete(self) -> str:
-        return "slotted"
-
-    def on_expiration(self) -> None:
-        pass
+        assert self.answer is not None
+        return self.answer
 
 
 class PlainOp(DelayedOperation[str]):
@@ -125,7 +130,7 @@ def test_python_subclasses_of_delayed_operation_complete_and_expire() -> None:
     slotted, plain = SlottedOp(10), PlainOp(10)
     p.try_complete_else_watch(slotted, ["k"])
     p.try_complete_else_watch(plain, ["k"])
-    slotted.ready = True
+    slotted.answer = "slotted"
     assert p.check_and_complete("k") == 1 and slotted.result() == "slotted"
     clock.advance(11)  # never early: the tick after the deadline
     p.timer.poll()
@@ -142,10 +147,7 @@ def _setup_script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_the_build_makes_no_extensions_when_told_not_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PURGATORY_NO_EXTENSIONS", "1")
-    script = _setup_script(monkeypatch)
-    assert script["captured"]["ext_modules"] == []
-    assert "building the pure-Python package" in capsys.readouterr().out
+    run_setup_told_pure(monkeypatch, capsys, ROOT / "setup.py", "building the pure-Python package")
 
 
 @needs_setup

@@ -178,15 +178,20 @@ async def reap_silent_keep_chatty(
     assert server.reaped == len(silent) and server.connections == len(chatty)
 
 
+@pytest.fixture
+def idle_timer(clock: ManualClock) -> SystemTimer:
+    """Tick 10 on the manual clock, Kafka's filing: a connection is reaped on the tick of
+    its deadline (the default files it at the next tick: tests/core/test_idle.py)."""
+    return SystemTimer("idle", tick_ms=10, clock=clock, may_expire_early=True)
+
+
 @pytest.mark.asyncio
-async def test_silent_connections_are_reaped_and_chatty_ones_kept() -> None:
-    clock = ManualClock(start_ms=0)
-    # Kafka's filing: on the manual clock, reaped on the tick of the deadline (the
-    # default files it at the next tick: tests/core/test_idle.py)
-    timer = SystemTimer("idle", tick_ms=10, clock=clock, may_expire_early=True)
-    server = IdleServer(300, timer=timer)
+async def test_silent_connections_are_reaped_and_chatty_ones_kept(
+    clock: ManualClock, idle_timer: SystemTimer
+) -> None:
+    server = IdleServer(300, timer=idle_timer)
     clients: list[Client] = []
-    async with timer, running(server, clients):
+    async with idle_timer, running(server, clients):
         await server.start()
         assert server.port != 0
         silent = await connect_many(server.port, 10)
@@ -226,15 +231,13 @@ async def test_close_says_goodbye_to_every_connection() -> None:
 
 
 @pytest.mark.asyncio
-async def test_three_thousand_connections_at_once(many_fds: int) -> None:
+async def test_three_thousand_connections_at_once(
+    many_fds: int, clock: ManualClock, idle_timer: SystemTimer
+) -> None:
     n_silent, n_chatty = 2000, 1000
-    clock = ManualClock(start_ms=0)
-    # Kafka's filing: on the manual clock, reaped on the tick of the deadline (the
-    # default files it at the next tick: tests/core/test_idle.py)
-    timer = SystemTimer("idle", tick_ms=10, clock=clock, may_expire_early=True)
-    server = IdleServer(1000, timer=timer)
+    server = IdleServer(1000, timer=idle_timer)
     clients: list[Client] = []
-    async with timer, running(server, clients):
+    async with idle_timer, running(server, clients):
         await server.start()
         chatty: list[Client] = []
         silent: list[Client] = []

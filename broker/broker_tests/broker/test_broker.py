@@ -15,22 +15,15 @@ from purgatory_broker.broker.delayed import (
     ProducePartitionResponse,
 )
 from purgatory_broker.broker.errors import ErrorCode
-from purgatory_broker.broker.storage.records import build_batch, iter_batches, iter_records
+from purgatory_broker.broker.storage.records import iter_batches, iter_records
 from purgatory_broker.tracing import TraceWriter, trace_schema
 
 from purgatory import LoopClock, PurgatoryClosedError, TopicPartition
 from purgatory.testing import ManualClock
 
-A = TopicPartition("t", 0)
-B = TopicPartition("t", 1)
-GONE = TopicPartition("gone", 0)
+from .partitions_kit import GONE, A, B, batch
+
 LAG_MS = 100
-
-
-def batch(records: int = 1, tag: str = "v") -> bytes:
-    return build_batch([tag.encode() * 40] * records, base_timestamp_ms=0)
-
-
 SIZE = len(batch())
 
 

@@ -72,10 +72,12 @@ def join(
     replies: Replies,
     member_id: str = "",
     protocols: list[tuple[str, bytes]] = PROTOCOLS,
+    *,
     session_ms: int = SESSION_MS,
+    group: str = "g",
 ) -> None:
     c.join_group(
-        "g",
+        group,
         member_id,
         client_id="client",
         client_host="/127.0.0.1",
@@ -220,17 +222,7 @@ def test_join_errors(coordinator: GroupCoordinator) -> None:
     r = Replies()
     join(coordinator, r, session_ms=SESSION_MS - 1)
     join(coordinator, r, member_id="unknown")
-    coordinator.join_group(
-        "",
-        "",
-        client_id="c",
-        client_host="h",
-        session_timeout_ms=SESSION_MS,
-        rebalance_timeout_ms=REBALANCE_MS,
-        protocol_type="consumer",
-        protocols=PROTOCOLS,
-        on_join=r.join,
-    )
+    join(coordinator, r, group="")
     new_member(coordinator, r)
     join(coordinator, r, protocols=[("sticky", b"")])
     assert [j.error_code for j in r.joins] == [

@@ -26,9 +26,8 @@ from purgatory import TopicPartition
 from purgatory.testing import ManualClock
 
 from .damage import DAMAGES, bad_length, bad_magic, damage_file, flip_payload
+from .partitions_kit import A, B
 
-A = TopicPartition("t", 0)
-B = TopicPartition("t", 1)
 LAG_MS = 100
 
 

@@ -4,36 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from purgatory_broker.broker.delayed import (
+from purgatory_broker.broker import (
     DelayedFetch,
     DelayedProduce,
+    ErrorCode,
     FetchPartitionData,
     FetchPartitionStatus,
+    LeaderPartition,
+    PartitionLog,
     ProducePartitionResponse,
     ProducePartitionStatus,
 )
-from purgatory_broker.broker.errors import ErrorCode
-from purgatory_broker.broker.replication import LeaderPartition
-from purgatory_broker.broker.storage.log import PartitionLog
-from purgatory_broker.broker.storage.records import build_batch
 from purgatory_broker.tracing import TraceRow, TraceWriter
 
 from purgatory import DelayedOperationPurgatory, SystemTimer, TopicPartition
 from purgatory.testing import ManualClock
 
-A = TopicPartition("t", 0)
-B = TopicPartition("t", 1)
-GONE = TopicPartition("gone", 0)
+from .partitions_kit import GONE, A, B, batch
 
-
-def batch(records: int = 1) -> bytes:
-    return build_batch([b"v" * 50] * records, base_timestamp_ms=0)
+Partitions = dict[TopicPartition, LeaderPartition]
+Purgatory = DelayedOperationPurgatory[Any]
 
 
 @pytest.fixture
-def partitions(tmp_path: Path) -> Iterator[dict[TopicPartition, LeaderPartition]]:
+def partitions(tmp_path: Path) -> Iterator[Partitions]:
     parts = {
         tp: LeaderPartition(
             tp,
@@ -49,17 +46,25 @@ def partitions(tmp_path: Path) -> Iterator[dict[TopicPartition, LeaderPartition]
         p.log.close()
 
 
+@pytest.fixture
+def purgatory(timer: SystemTimer) -> Purgatory:
+    """A purgatory on the manual clock's timer, its reaper off: clock.advance + poll."""
+    return DelayedOperationPurgatory("delayed", timer=timer, reaper_enabled=False)
+
+
+@pytest.fixture
+def writer() -> TraceWriter:
+    return TraceWriter()
+
+
 def pending_status(p: LeaderPartition, records: int = 1) -> ProducePartitionStatus:
     result = p.append_as_leader(batch(records), required_acks=-1)
     return ProducePartitionStatus(result.last_offset + 1, result.base_offset, result.size_bytes)
 
 
 def test_produce_waits_for_every_partition_high_watermark(
-    partitions: dict[TopicPartition, LeaderPartition], clock: ManualClock, timer: SystemTimer
+    partitions: Partitions, purgatory: Purgatory
 ) -> None:
-    purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
-        "produce", timer=timer, reaper_enabled=False
-    )
     statuses = {A: pending_status(partitions[A], 3), B: pending_status(partitions[B])}
     assert statuses[A].error_code == ErrorCode.REQUEST_TIMED_OUT
     op = DelayedProduce(1000, statuses, partitions.get)
@@ -77,7 +82,7 @@ def test_produce_waits_for_every_partition_high_watermark(
 
 
 def test_produce_after_isr_shrink_below_min_isr_answers_not_enough_replicas_after_append(
-    partitions: dict[TopicPartition, LeaderPartition],
+    partitions: Partitions,
 ) -> None:
     p = partitions[A]
     op = DelayedProduce(1000, {A: pending_status(p)}, partitions.get)
@@ -89,9 +94,7 @@ def test_produce_after_isr_shrink_below_min_isr_answers_not_enough_replicas_afte
     )
 
 
-def test_produce_leadership_lost_and_unknown_partition(
-    partitions: dict[TopicPartition, LeaderPartition],
-) -> None:
+def test_produce_leadership_lost_and_unknown_partition(partitions: Partitions) -> None:
     statuses = {A: pending_status(partitions[A]), GONE: ProducePartitionStatus(1, 0, 10)}
     op = DelayedProduce(1000, statuses, partitions.get)
     partitions[A].become_follower()
@@ -102,21 +105,17 @@ def test_produce_leadership_lost_and_unknown_partition(
 
 
 def test_produce_expiry_keeps_request_timed_out_and_traces_expired(
-    partitions: dict[TopicPartition, LeaderPartition], clock: ManualClock, timer: SystemTimer
+    partitions: Partitions, clock: ManualClock, purgatory: Purgatory, writer: TraceWriter
 ) -> None:
-    purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
-        "produce", timer=timer, reaper_enabled=False
-    )
-    writer = TraceWriter()
     op = DelayedProduce(50, {A: pending_status(partitions[A])}, partitions.get)
     row = TraceRow(0, "produce", "produce", [str(A)], 0, 50)
     op.attach_trace(writer, row, clock.now_ms)
     purgatory.try_complete_else_watch(op, [A])
     clock.advance(49)
-    timer.poll()
+    purgatory.timer.poll()
     assert not op.is_done
     clock.advance(1)
-    timer.poll()
+    purgatory.timer.poll()
     assert op.result()[A] == ProducePartitionResponse(ErrorCode.REQUEST_TIMED_OUT, -1)
     assert writer.rows == [row]
     assert (row.outcome, row.completed_ms, row.error_codes) == ("expired", 50, [7])
@@ -129,7 +128,7 @@ def test_produce_needs_a_partition() -> None:
 
 
 def fetch_op(
-    partitions: dict[TopicPartition, LeaderPartition],
+    partitions: Partitions,
     offsets: dict[TopicPartition, int],
     *,
     min_bytes: int,
@@ -160,7 +159,7 @@ def fetch_op(
 
 
 def test_consumer_fetch_counts_bytes_below_the_high_watermark_only(
-    partitions: dict[TopicPartition, LeaderPartition],
+    partitions: Partitions,
 ) -> None:
     size = len(batch())
     op, reads = fetch_op(partitions, {A: 0, B: 0}, min_bytes=2 * size)
@@ -178,7 +177,7 @@ def test_consumer_fetch_counts_bytes_below_the_high_watermark_only(
 
 
 def test_follower_fetch_counts_to_the_log_end_and_caps_at_max_bytes(
-    partitions: dict[TopicPartition, LeaderPartition],
+    partitions: Partitions,
 ) -> None:
     size = len(batch())
     partitions[A].append_as_leader(batch(), required_acks=-1)
@@ -190,7 +189,7 @@ def test_follower_fetch_counts_to_the_log_end_and_caps_at_max_bytes(
 
 
 def test_fetch_completes_at_once_on_a_partition_error(
-    partitions: dict[TopicPartition, LeaderPartition],
+    partitions: Partitions,
 ) -> None:
     beyond_end = {A: FetchPartitionStatus(5)}
     op = DelayedFetch(500, beyond_end, partitions.get, dict, min_bytes=1)
@@ -204,12 +203,8 @@ def test_fetch_completes_at_once_on_a_partition_error(
 
 
 def test_fetch_expiry_reads_again_and_traces_bytes(
-    partitions: dict[TopicPartition, LeaderPartition], clock: ManualClock, timer: SystemTimer
+    partitions: Partitions, clock: ManualClock, purgatory: Purgatory, writer: TraceWriter
 ) -> None:
-    purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-        "fetch", timer=timer, reaper_enabled=False
-    )
-    writer = TraceWriter()
     op, reads = fetch_op(partitions, {A: 0}, min_bytes=10_000)
     row = TraceRow(3, "fetch", "fetch_consumer", [str(A)], 0, 500)
     op.attach_trace(writer, row, clock.now_ms)
@@ -218,7 +213,7 @@ def test_fetch_expiry_reads_again_and_traces_bytes(
     partitions[A].update_follower_fetch(1, 1, 0)
     assert purgatory.check_and_complete(A) == 0
     clock.advance(500)
-    timer.poll()
+    purgatory.timer.poll()
     assert op.is_completed and reads == [1]
     assert len(op.result()[A].records) == len(batch())
     assert (row.outcome, row.bytes, row.error_codes) == ("expired", len(batch()), [0])

@@ -21,6 +21,7 @@ from purgatory import TopicPartition
 from purgatory.testing import ManualClock
 
 from ..childproc import Child
+from .partitions_kit import A, B
 
 ACKS_BEFORE_KILL = 200
 
@@ -168,10 +169,6 @@ def test_bad_flush_settings_are_refused(tmp_path: Path) -> None:
     for bad in ({"flush_messages": 0}, {"flush_ms": -1}, {"flush_ms": 1.5}):
         with pytest.raises(ValueError, match="flush_"):
             PartitionLog(tmp_path / "log", **bad)
-
-
-A = TopicPartition("t", 0)
-B = TopicPartition("t", 1)
 
 
 def manual_broker(tmp_path: Path, clock: ManualClock, **policy: int) -> Broker:

@@ -15,17 +15,11 @@ from purgatory_broker.broker.storage.log import (
     OffsetOutOfRangeError,
     PartitionLog,
 )
-from purgatory_broker.broker.storage.records import build_batch
 
-from purgatory import DelayedOperation, TopicPartition
+from purgatory import DelayedOperation
 from purgatory.testing import ManualClock
 
-A = TopicPartition("t", 0)
-
-
-def batch(records: int = 1) -> bytes:
-    return build_batch([b"x" * 40] * records, base_timestamp_ms=0)
-
+from .partitions_kit import A, batch
 
 SIZE = len(batch())
 

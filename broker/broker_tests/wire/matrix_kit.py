@@ -234,16 +234,21 @@ def fetch_counts(bt: BrokerThread) -> tuple[int, int]:
     return stats.completed_early, stats.expired
 
 
-def long_poll_scenario(
+def check_long_poll(
     bt: BrokerThread,
     send: Callable[[bytes], None],
-    received: Callable[[], int],
-) -> list[str]:
-    """The events of a long poll woken by a produce, in order. A consumer of
-    LONG_POLL_TOPIC partition 0 (fetch max wait FETCH_MAX_WAIT_MS, min bytes
-    FETCH_MIN_BYTES) is running; ``send`` produces one record acks=all and returns once
-    acknowledged; ``received`` is how many records the consumer has. Checks the
-    fetch purgatory: the fetch completed early, none expired."""
+    read: Callable[[], Sequence[tuple[int, int, bytes | None]]],
+) -> None:
+    """A long poll woken by a produce. A consumer of LONG_POLL_TOPIC partition 0 (fetch
+    max wait FETCH_MAX_WAIT_MS, min bytes FETCH_MIN_BYTES) is running; ``send``
+    produces one record acks=all and returns once acknowledged; ``read`` is what the
+    consumer has read so far, (partition, offset, value) each. Checks the events, in
+    order (LONG_POLL_EVENTS), the records read, and the fetch purgatory: the fetch
+    completed early, none expired."""
+
+    def received() -> int:
+        return len(read())
+
     events = []
     wait_until(lambda: parked(bt), "the consumer's fetch parks in the purgatory")
     early, expired = fetch_counts(bt)
@@ -260,7 +265,8 @@ def long_poll_scenario(
     after_early, after_expired = fetch_counts(bt)
     assert after_early > early, "the parked fetch did not complete early"
     assert after_expired == 0, "a fetch expired: the consumer was not woken by the produce"
-    return events
+    assert events == LONG_POLL_EVENTS
+    assert list(read()) == [(0, 0, SMALL_VALUE), (0, 1, LARGE_VALUE)]
 
 
 LONG_POLL_EVENTS = ["parked", "small produced", "still parked", "large produced", "received 2"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,10 +22,16 @@ class RawClient:
         self._ids = itertools.count(1)
 
     @classmethod
-    async def connect(cls, bootstrap: str) -> RawClient:
+    async def connect(cls, bootstrap: str, *, topic: str | None = None) -> RawClient:
+        """A connection; with ``topic``, one on which that topic exists (a Metadata
+        request creates it)."""
         host, port = bootstrap.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
-        return cls(reader, writer)
+        client = cls(reader, writer)
+        if topic is not None:
+            (answer,) = (await client.request(metadata_request(topic))).topics
+            assert (answer.name, answer.error_code) == (topic, 0), answer
+        return client
 
     async def send(self, request: Any) -> int:
         """Send without waiting; returns the correlation id."""
@@ -82,22 +89,25 @@ def produce_request(
     )
 
 
-def fetch_request(topic: str, partition: int, offset: int, **options: int) -> Any:
+def fetch_request(topic: str, partition: int, offset: int, **options: Any) -> Any:
     """A fetch of one partition; ``options`` as :func:`fetch_partitions_request`'s."""
     return fetch_partitions_request(topic, {partition: offset}, **options)
 
 
 def fetch_partitions_request(
-    topic: str,
+    topic: str | None,
     offsets: Mapping[int, int],
     *,
     max_wait_ms: int,
     min_bytes: int = 1,
     max_bytes: int = 1 << 24,
     partition_max_bytes: int = 1 << 20,
+    isolation_level: int = 0,
+    topic_id: uuid.UUID | None = None,
     version: int = 12,
 ) -> Any:
-    """A fetch of ``topic``'s partitions, each from its offset, in the mapping's order."""
+    """A fetch of ``topic``'s partitions, each from its offset, in the mapping's order;
+    from v13 on (KIP-516) the topic is named by ``topic_id`` (``topic`` None)."""
     fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
     parts = [
         fetch_request_class.FetchTopic.FetchPartition(
@@ -116,10 +126,10 @@ def fetch_partitions_request(
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
-        topics=[fetch_request_class.FetchTopic(topic=topic, partitions=parts)],
+        topics=[fetch_request_class.FetchTopic(topic=topic, topic_id=topic_id, partitions=parts)],
         forgotten_topics_data=[],
         rack_id="",
     )

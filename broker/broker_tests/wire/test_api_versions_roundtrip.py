@@ -28,7 +28,13 @@ from purgatory_broker.broker import ErrorCode, build_batch, iter_batches, iter_r
 from purgatory_broker.wire import BrokerThread, WireConfig
 from purgatory_broker.wire import _codec as codec
 
-from .rawclient import RawClient, fetch_request, metadata_request, produce_request
+from .rawclient import (
+    RawClient,
+    fetch_partitions_request,
+    fetch_request,
+    metadata_request,
+    produce_request,
+)
 
 PARTITIONS = 2
 SESSION_MS = 60_000  # no member expires while the module runs
@@ -246,34 +252,17 @@ async def check_fetch(client: RawClient, v: int) -> None:
     topic_id = await create_topic(client, topic)
     await produce(client, topic, 0, b"a", b"b")
     await produce(client, topic, 0, b"c")
-    fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
-    part = fetch_request_class.FetchTopic.FetchPartition(
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
     by_id = v >= 13  # KIP-516
     for isolation_level in (0, 1):  # read_uncommitted, read_committed
         answer = await client.request(
-            fetch_request_class(
-                version=v,
-                replica_id=-1,
+            fetch_partitions_request(
+                None if by_id else topic,
+                {0: 0},
+                topic_id=topic_id,
                 max_wait_ms=0,
-                min_bytes=1,
                 max_bytes=1 << 20,
                 isolation_level=isolation_level,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    fetch_request_class.FetchTopic(
-                        topic=None if by_id else topic, topic_id=topic_id, partitions=[part]
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
+                version=v,
             )
         )
         if v >= 7:

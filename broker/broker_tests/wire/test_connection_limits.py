@@ -57,9 +57,7 @@ async def until_done(task: Awaitable[T], what: str, keep_busy: RawClient) -> T:
 
 
 async def connect(wire: KafkaWireBroker) -> RawClient:
-    client = await RawClient.connect(wire.bootstrap_servers)
-    assert (await client.request(metadata_request(TOPIC))).topics[0].error_code == 0
-    return client
+    return await RawClient.connect(wire.bootstrap_servers, topic=TOPIC)
 
 
 def test_a_silent_connection_is_closed_and_busy_ones_are_not() -> None:

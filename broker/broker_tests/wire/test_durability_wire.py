@@ -62,9 +62,8 @@ def start_broker(data_dir: Path) -> tuple[Child, str]:
 
 async def produce_acked(bootstrap: str) -> list[tuple[int, bytes]]:
     """RECORDS acks=all produces, one record each; (offset, value) of each acknowledged."""
-    client = await RawClient.connect(bootstrap)
+    client = await RawClient.connect(bootstrap, topic=TOPIC)
     try:
-        assert (await client.request(metadata_request(TOPIC))).topics[0].error_code == 0
         acked = []
         for i in range(RECORDS):
             value = b"acked-%03d" % i
@@ -79,11 +78,10 @@ async def produce_acked(bootstrap: str) -> list[tuple[int, bytes]]:
 
 async def read_all(bootstrap: str, count: int, timeout_s: float) -> dict[int, bytes]:
     """Fetch from offset 0 until ``count`` records are read or ``timeout_s`` passes."""
-    client = await RawClient.connect(bootstrap)
+    client = await RawClient.connect(bootstrap, topic=TOPIC)
     records: dict[int, bytes] = {}
     deadline = time.monotonic() + timeout_s
     try:
-        assert (await client.request(metadata_request(TOPIC))).topics[0].error_code == 0
         offset = 0
         while len(records) < count and time.monotonic() < deadline:
             part = fetch_partition(

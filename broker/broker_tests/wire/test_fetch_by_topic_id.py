@@ -9,33 +9,25 @@ import uuid
 import pytest
 from purgatory_broker.broker import ErrorCode, build_batch, iter_records
 from purgatory_broker.wire import KafkaWireBroker
-from purgatory_broker.wire import _codec as codec
 
-from .rawclient import RawClient, metadata_request, produce_partition, produce_request
+from .rawclient import (
+    RawClient,
+    fetch_partitions_request,
+    metadata_request,
+    produce_partition,
+    produce_request,
+)
 
 
 def fetch_by_id(topic_id: uuid.UUID, version: int) -> object:
-    fetch_request_class = codec.SUPPORTED_APIS[codec.FETCH].request
-    part = fetch_request_class.FetchTopic.FetchPartition(
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    return fetch_request_class(
-        version=version,
-        replica_id=-1,
+    return fetch_partitions_request(
+        None,
+        {0: 0},
+        topic_id=topic_id,
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[fetch_request_class.FetchTopic(topic_id=topic_id, partitions=[part])],
-        forgotten_topics_data=[],
-        rack_id="",
+        version=version,
     )
 
 

@@ -13,7 +13,6 @@ from purgatory_broker.wire import KafkaWireBroker
 from .rawclient import (
     RawClient,
     fetch_partitions_request,
-    metadata_request,
     produce_partition,
     produce_request,
 )
@@ -25,8 +24,7 @@ VALUE_BYTES = 3000
 
 async def loaded_client(wire: KafkaWireBroker) -> tuple[RawClient, int]:
     """A client, and the size of one batch; every partition holds BATCHES batches."""
-    client = await RawClient.connect(wire.bootstrap_servers)
-    assert (await client.request(metadata_request(TOPIC))).topics[0].error_code == 0
+    client = await RawClient.connect(wire.bootstrap_servers, topic=TOPIC)
     size = 0
     for p in range(wire.config.partitions):
         for i in range(BATCHES):

@@ -38,12 +38,10 @@ import base64
 import functools
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,23 +50,21 @@ from typing import Any
 import pytest
 from purgatory_broker.wire import BrokerThread
 
+from ..childproc import LineReader
 from .matrix_kit import (
     DEADLINE_S,
     FETCH_MAX_WAIT_MS,
     FETCH_MIN_BYTES,
-    LARGE_VALUE,
-    LONG_POLL_EVENTS,
     LONG_POLL_TOPIC,
     PARTITIONS,
     SESSION_MS,
-    SMALL_VALUE,
     SURVIVOR_SESSION_MS,
     VARIANTS,
     Read,
     Sent,
+    check_long_poll,
     check_read_back,
     check_stored_batches,
-    long_poll_scenario,
     matrix_config,
     records,
     topic_of,
@@ -151,9 +147,7 @@ class NodeProc:
             stderr=self._stderr,
         )
         assert self.proc.stdout is not None
-        self._fd = self.proc.stdout.fileno()
-        self._pending = bytearray()
-        self._eof = False
+        self._lines = LineReader(self.proc.stdout)
 
     def __enter__(self) -> NodeProc:
         return self
@@ -167,30 +161,17 @@ class NodeProc:
 
     def read(self, timeout_s: float) -> Event | None:
         """The next JSON line, or None at EOF; TimeoutError if none within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            end = self._pending.find(b"\n")
-            if end >= 0:
-                line = bytes(self._pending[:end])
-                del self._pending[: end + 1]
-                try:
-                    event: Event = json.loads(line)
-                except ValueError:
-                    raise AssertionError(f"{self.name}: not JSON: {line[:200]!r}") from None
-                return event
-            if self._eof:
-                return None
-            remaining = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._fd], [], [], remaining)
-            if not ready:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"{self.name}: no line within {timeout_s} s")
-                continue
-            chunk = os.read(self._fd, 1 << 20)
-            if chunk:
-                self._pending += chunk
-            else:
-                self._eof = True
+        try:
+            line = self._lines.read_line(timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"{self.name}: no line within {timeout_s} s") from None
+        if line is None:
+            return None
+        try:
+            event: Event = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"{self.name}: not JSON: {line[:200]!r}") from None
+        return event
 
     def available(self) -> list[Event]:
         """The lines already written, without waiting."""
@@ -331,19 +312,15 @@ def test_a_parked_long_poll_is_woken_by_a_produce(name: str) -> None:
                 p.write_line(_b64(value))
                 p.until("produced", reads)
 
-            def received() -> int:
+            def read() -> list[tuple[int, int, bytes | None]]:
                 reads.extend(p.available())
-                return sum(e["event"] == "read" for e in reads)
+                got = [e for e in reads if e["event"] == "read"]
+                return [(e["partition"], e["offset"], _bytes(e["value"])) for e in got]
 
-            events = long_poll_scenario(bt, send, received)
+            check_long_poll(bt, send, read)
             assert p.proc.stdin is not None
             p.proc.stdin.close()  # the end of its input: the runner exits
             assert p.proc.wait(DEADLINE_S) == 0, p.stderr()
-        got = [
-            (e["partition"], e["offset"], _bytes(e["value"])) for e in reads if e["event"] == "read"
-        ]
-        assert events == LONG_POLL_EVENTS
-        assert got == [(0, 0, SMALL_VALUE), (0, 1, LARGE_VALUE)]
 
 
 # -- the group ----------------------------------------------------------------------

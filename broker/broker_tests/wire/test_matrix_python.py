@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,12 +45,9 @@ from .matrix_kit import (
     DEADLINE_S,
     FETCH_MAX_WAIT_MS,
     FETCH_MIN_BYTES,
-    LARGE_VALUE,
-    LONG_POLL_EVENTS,
     LONG_POLL_TOPIC,
     MAX_MESSAGE_BYTES,
     PARTITIONS,
-    SMALL_VALUE,
     SURVIVOR_SESSION_MS,
     VARIANTS,
     ChildMember,
@@ -58,10 +55,10 @@ from .matrix_kit import (
     Read,
     Sent,
     Variant,
+    check_long_poll,
     check_read_back,
     check_stored_batches,
     group_scenario,
-    long_poll_scenario,
     matrix_config,
     records,
     topic_of,
@@ -195,6 +192,24 @@ def produce_confluent(
 # -- consume (manual assignment, from offset 0) -------------------------------------
 
 
+def _assign_from_the_start(consumer: Any, tps: list[Any]) -> float:
+    """Assign ``tps`` (kafka-python's or aiokafka's consumer: the same calls), each read
+    from offset 0; the monotonic deadline of the read."""
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+    return time.monotonic() + DEADLINE_S
+
+
+def _records(polled: Mapping[Any, list[Any]]) -> Sink:
+    """What one poll returned (kafka-python's and aiokafka's records alike), as sunk."""
+    return [
+        (tp.topic, Read(m.partition, m.offset, m.key, m.value, _headers(m.headers)))
+        for tp, records in polled.items()
+        for m in records
+    ]
+
+
 def consume_kafka_python(
     bootstrap: str, assignment: Assignment, count: int, sink: Sink, options: dict[str, Any]
 ) -> None:
@@ -205,17 +220,9 @@ def consume_kafka_python(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **options
     )
     try:
-        tps = [KTP(t, p) for t, p in assignment]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = _assign_from_the_start(consumer, [KTP(t, p) for t, p in assignment])
         while len(sink) < count and time.monotonic() < deadline:
-            for tp, ms in consumer.poll(timeout_ms=100).items():
-                sink += [
-                    (tp.topic, Read(m.partition, m.offset, m.key, m.value, _headers(m.headers)))
-                    for m in ms
-                ]
+            sink.extend(_records(consumer.poll(timeout_ms=100)))
     finally:
         consumer.close()
 
@@ -232,17 +239,9 @@ def consume_aiokafka(
         )
         await consumer.start()
         try:
-            tps = [ATP(t, p) for t, p in assignment]
-            consumer.assign(tps)
-            for tp in tps:
-                consumer.seek(tp, 0)
-            deadline = time.monotonic() + DEADLINE_S
+            deadline = _assign_from_the_start(consumer, [ATP(t, p) for t, p in assignment])
             while len(sink) < count and time.monotonic() < deadline:
-                for tp, ms in (await consumer.getmany(timeout_ms=100)).items():
-                    sink.extend(
-                        (tp.topic, Read(m.partition, m.offset, m.key, m.value, _headers(m.headers)))
-                        for m in ms
-                    )
+                sink.extend(_records(await consumer.getmany(timeout_ms=100)))
         finally:
             await consumer.stop()
 
@@ -435,12 +434,10 @@ def test_a_parked_long_poll_is_woken_by_a_produce(name: str) -> None:
             def send(value: bytes) -> None:
                 client.produce(bootstrap, LONG_POLL_TOPIC, acks_all, [Sent(b"k", value, ())])
 
-            events = long_poll_scenario(bt, send, lambda: len(sink))
+            check_long_poll(bt, send, lambda: [(r.partition, r.offset, r.value) for _, r in sink])
         finally:
             consumer.join(DEADLINE_S)
         assert not consumer.is_alive()
-        assert events == LONG_POLL_EVENTS
-        assert [(r.offset, r.value) for _, r in sink] == [(0, SMALL_VALUE), (1, LARGE_VALUE)]
 
 
 @pytest.mark.parametrize("name", CLIENTS)

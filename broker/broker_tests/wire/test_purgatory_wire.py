@@ -29,10 +29,7 @@ HANG_GUARD_S = 60.0
 
 
 async def connect(wire: KafkaWireBroker) -> RawClient:
-    client = await RawClient.connect(wire.bootstrap_servers)
-    response = await client.request(metadata_request(TOPIC))  # creates the topic
-    assert response.topics[0].error_code == 0
-    return client
+    return await RawClient.connect(wire.bootstrap_servers, topic=TOPIC)
 
 
 async def wait_until_parked(wire: KafkaWireBroker, consumer_fetches: int) -> None:

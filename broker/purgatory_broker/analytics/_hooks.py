@@ -34,7 +34,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from purgatory_broker.process import SavedSignals, added_handler, logger_level
@@ -86,12 +86,7 @@ class InterruptGuard:
         signal.signal(signal.SIGINT, self._interrupted)
         sys.unraisablehook = self._raise_again
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._saved is None:
             return
         handlers, hook = self._saved

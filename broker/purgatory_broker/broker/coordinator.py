@@ -55,7 +55,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from purgatory import Clock, DelayedOperationPurgatory, SystemTimer, TimerTask, TopicPartition
 
@@ -225,12 +224,7 @@ class GroupCoordinator:
         self._schedule_retention()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:

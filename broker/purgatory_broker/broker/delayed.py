@@ -45,7 +45,9 @@ it completes (outcome ``completed``) and marked ``expired`` by ``on_expiration``
 The per-partition request and answer values (``ProducePartitionResponse``,
 ``FetchPartitionStatus``, ``FetchPartitionData``) are named tuples: immutable,
 compared by value, and made for every request, where a frozen dataclass would set
-each field through ``object.__setattr__`` (the cost is in BENCHMARKS.md).
+each field through ``object.__setattr__`` (the cost is in benchmarks/HISTORY.md). The
+broker's other per-request values, and the simulated clients' acks, are named tuples
+for the same reason.
 """
 
 from __future__ import annotations

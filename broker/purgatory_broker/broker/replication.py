@@ -80,10 +80,7 @@ class ReplicaState:
 
 class AppendResult(NamedTuple):
     """A leader append: the batch's offsets and whether the high watermark moved.
-
-    A named tuple, not a frozen dataclass: one is made per produce, and a frozen
-    dataclass sets each field through ``object.__setattr__`` (BENCHMARKS.md).
-    """
+    One is made per produce: a named tuple (why: :mod:`.delayed`)."""
 
     base_offset: int
     last_offset: int

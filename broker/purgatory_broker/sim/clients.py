@@ -132,10 +132,8 @@ def record_values(producer: int, seq: int, records: int, record_bytes: int) -> l
 
 class Ack(NamedTuple):
     """One answered produce request: where it went, what it held, and its answer.
-
-    A named tuple, not a frozen dataclass: one is kept per request, and a frozen
-    dataclass sets each field through ``object.__setattr__`` (BENCHMARKS.md).
-    """
+    One is kept per request: a named tuple, as the broker's per-request values
+    (why: :mod:`purgatory_broker.broker.delayed`)."""
 
     tp: TopicPartition
     producer: int

@@ -23,7 +23,6 @@ import logging
 import socket
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from purgatory import SystemTimer
@@ -256,12 +255,7 @@ class KafkaWireBroker:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # -- connections -------------------------------------------------------------

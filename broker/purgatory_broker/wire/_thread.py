@@ -19,7 +19,6 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import TypeVar
 
 from purgatory_broker.broker import HighWatermarkHook
@@ -123,10 +122,5 @@ class BrokerThread:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

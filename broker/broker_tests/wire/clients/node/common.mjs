@@ -105,6 +105,21 @@ export function assignmentReporter () {
   }
 }
 
+/**
+ * The admin scenario's line: the groups listed (id -> protocol type), the described
+ * group's state, protocol type and member count, and its committed offsets (partition
+ * -> offset).
+ */
+export function emitAdmin (listed, described, members, offsets) {
+  emit('admin', {
+    listed,
+    state: described.state.toLowerCase(),
+    protocol_type: described.protocolType,
+    members,
+    offsets
+  })
+}
+
 export function main (scenarios) {
   const [scenario, ...args] = process.argv.slice(2)
   const run = scenarios[scenario]

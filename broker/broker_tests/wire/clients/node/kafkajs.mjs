@@ -12,7 +12,8 @@
 
 import kafkajs from 'kafkajs'
 import {
-  assignmentReporter, b64, emit, hangGuard, main, onStdinLines, placed, readSpec, runMember, unb64
+  assignmentReporter, b64, emit, emitAdmin, hangGuard, main, onStdinLines, placed, readSpec, runMember,
+  unb64
 } from './common.mjs'
 
 const { Kafka, CompressionTypes, logLevel } = kafkajs
@@ -195,13 +196,7 @@ async function admin (bootstrap, group, topic) {
     for (const t of await client.fetchOffsets({ groupId: group, topics: [topic] })) {
       for (const p of t.partitions) offsets[p.partition] = Number(p.offset)
     }
-    emit('admin', {
-      listed,
-      state: d.state.toLowerCase(),
-      protocol_type: d.protocolType,
-      members: d.members.length,
-      offsets
-    })
+    emitAdmin(listed, d, d.members.length, offsets)
   } finally {
     await client.disconnect()
   }

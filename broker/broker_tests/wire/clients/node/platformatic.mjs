@@ -16,7 +16,8 @@
 // (the same few lines as 1.x's own fallback) before loading the client.
 
 import {
-  assignmentReporter, b64, emit, hangGuard, main, onStdinLines, placed, readSpec, runMember, unb64
+  assignmentReporter, b64, emit, emitAdmin, hangGuard, main, onStdinLines, placed, readSpec, runMember,
+  unb64
 } from './common.mjs'
 
 if (typeof Promise.withResolvers !== 'function') {
@@ -214,13 +215,7 @@ async function admin (bootstrap, group, topic) {
       if (t.name !== topic) continue
       for (const p of t.partitions) offsets[p.partitionIndex] = Number(p.committedOffset)
     }
-    emit('admin', {
-      listed,
-      state: d.state.toLowerCase(),
-      protocol_type: d.protocolType,
-      members: d.members.size,
-      offsets
-    })
+    emitAdmin(listed, d, d.members.size, offsets)
   } finally {
     await client.close()
   }
