@@ -21,6 +21,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def run_benchmark(script: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/<script> <args>`` run to its end (at most 2 minutes) in ``cwd``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    command = [sys.executable, str(BENCHMARKS / script), *args]
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 @pytest.mark.parametrize(
     ("script", "args", "mentions"),
     [
@@ -36,16 +45,7 @@ pytestmark = pytest.mark.skipif(
 def test_a_count_it_cannot_run_with_is_one_line_and_status_2(
     tmp_path: Path, script: str, args: list[str], mentions: str
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_benchmark(script, args, tmp_path)
     line = error_line(result, status=2, mentions=mentions)
     assert line.startswith(f"{script}: error: ")
     assert result.stdout == ""
@@ -57,16 +57,7 @@ def test_the_idle_benchmark_checks_its_two_designs_agree_before_it_measures(
     """Its first step reaps the same keys at the same times with both designs on a
     manual clock (before: it asserted so on the default never-early timer, where the
     two file a re-armed task differently, and every run stopped there)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     args = ["--keys", "10", "--touches", "10", "--repeat", "1"]
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "idle_bench.py"), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_benchmark("idle_bench.py", args, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "| variant |" in result.stdout
