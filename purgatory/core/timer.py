@@ -75,7 +75,12 @@ shell that knows a cheaper reader of the same clock gives it to the timer with
 :meth:`WheelTimer.use_reader` (the async shell does while the reaper runs: a
 reader bound to the reaper's loop, which the compiled core reads in C for
 asyncio's and uvloop's clocks), and puts the clock's own back with
-``use_reader(None)``.
+``use_reader(None)``. ``use_reader`` notes which kind of reader it was given, so
+that ``now_ms`` and ``add`` (which inlines it) read without calling the reader: a
+clock in seconds is called and scaled in place, a clock's own ``now_ms`` called
+directly; only the compiled core's C reads go through the reader. In the pure
+core a call of the reader per ``add`` cost more than never early's deadline and
+tick together (BENCHMARKS.md).
 
 Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
 ``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
