@@ -75,7 +75,12 @@ shell that knows a cheaper reader of the same clock gives it to the timer with
 :meth:`WheelTimer.use_reader` (the async shell does while the reaper runs: a
 reader bound to the reaper's loop, which the compiled core reads in C for
 asyncio's and uvloop's clocks), and puts the clock's own back with
-``use_reader(None)``.
+``use_reader(None)``. ``use_reader`` notes which kind of reader it was given, so
+that ``now_ms`` and ``add`` (which inlines it) read without calling the reader: a
+clock in seconds is called and scaled in place, a clock's own ``now_ms`` called
+directly; only the compiled core's C reads go through the reader. In the pure
+core a call of the reader per ``add`` cost more than never early's deadline and
+tick together (BENCHMARKS.md).
 
 Nothing runs by itself: ``add`` only files the task. While no reaper runs (no
 ``async with timer``, or after it) and nobody calls ``poll``, added tasks simply
@@ -150,10 +155,10 @@ MAX_DELAY_MS = 2**40
 #: The largest wheel size; with the largest tick, the widest wheel's interval
 #: stays below 2**62.
 MAX_WHEEL_SIZE = 2**16
-# |delay| <= 2**30 - 1 (12.4 days) is the fast path: CPython compares such ints
-# (one 30-bit digit) without a generic call; longer delays go through coerce_delay
+# 0 < delay <= 2**30 - 1 (12.4 days) is add's fast path: CPython compares such
+# ints (one 30-bit digit) without a generic call; other delays go through
+# coerce_delay
 _SHORT_MS = 2**30 - 1
-_MINUS_SHORT_MS = -_SHORT_MS
 
 
 def coerce_delay(delay: object) -> int:
@@ -224,6 +229,8 @@ class WheelTimer(TaskSink):
         "_poll_now_ms",
         "_queue",
         "_ran",
+        "_read_ms",
+        "_read_s",
         "_reader",
         "_wakeups",
         "_wheel",
@@ -251,9 +258,7 @@ class WheelTimer(TaskSink):
                 raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
-        # invariant: reads self._clock (its now_ms, or a cheaper read of the same
-        # clock that use_reader was given)
-        self._reader = ClockReader.of(clock)
+        self.use_reader(None)
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
@@ -296,6 +301,14 @@ class WheelTimer(TaskSink):
     def now_ms(self) -> int:
         """The timer's clock, read the way ``add`` reads it: through :attr:`reader`.
         O(1); with a ``monotonic`` or ``libuv`` reader, in C (no Python call)."""
+        # the reader's read, taken apart by use_reader (add inlines these lines)
+        read_s = self._read_s
+        if read_s is not None:
+            now_s: float = read_s()
+            return int(now_s * 1000)
+        read_ms = self._read_ms
+        if read_ms is not None:
+            return read_ms()
         return self._reader.now_ms()
 
     @property
@@ -317,7 +330,16 @@ class WheelTimer(TaskSink):
             reader = ClockReader.of(self._clock)
         elif not isinstance(reader, ClockReader):
             raise TypeError(f"reader must be a ClockReader or None, not {type(reader).__name__}")
+        # invariant: reads self._clock (its now_ms, or a cheaper read of the same
+        # clock that use_reader was given)
         self._reader = reader
+        # how now_ms and add read it without a call of the reader (a Python frame
+        # fewer per add in the pure core): a clock in seconds, called and scaled
+        # there; else a clock's own now_ms, called; else (both None: the compiled
+        # core's C reads) through reader.now_ms()
+        kind = reader.kind
+        self._read_s: Callable[[], float] | None = reader._read if kind == "seconds" else None
+        self._read_ms: Callable[[], int] | None = reader._read if kind == "clock" else None
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
@@ -337,14 +359,36 @@ class WheelTimer(TaskSink):
                 delay_ms = delay  # the compiled core's C integer: past 64 bits, OverflowError
             except OverflowError:
                 delay_ms = coerce_delay(delay)  # raises the ValueError both builds raise
-            if not _MINUS_SHORT_MS <= delay_ms <= _SHORT_MS:
-                delay_ms = coerce_delay(delay)  # a long delay, checked against the limit
-        else:
-            delay_ms = coerce_delay(delay)
-        deadline_ms = self._reader.now_ms() + delay_ms
+            if 0 < delay_ms <= _SHORT_MS:
+                # the hot path, a short positive delay: every line here costs in the
+                # pure core (BENCHMARKS.md), so now_ms is inlined (a Python frame
+                # fewer) and the sign test is the range test's
+                read_s = self._read_s
+                if read_s is not None:
+                    now_s: float = read_s()
+                    now_ms = int(now_s * 1000)
+                else:
+                    read_ms = self._read_ms
+                    # not a ternary: of an object and a C int, Cython boxes the C read
+                    if read_ms is not None:  # noqa: SIM108
+                        now_ms = read_ms()
+                    else:
+                        now_ms = self._reader.now_ms()
+                deadline_ms = now_ms + delay_ms
+                task.deadline_ms = deadline_ms
+                # never early (module doc): the true deadline is below deadline_ms +
+                # 1, and a tick later lies in the first tick that starts at or after it
+                expiration_ms = deadline_ms + self._pad_ms
+                if not self._wheel.add(task, expiration_ms):  # may_expire_early only
+                    self._add_due(task, expiration_ms)
+                return
+        self._add_checked(task, coerce_delay(delay))
+
+    def _add_checked(self, task: TimerTask, delay_ms: int) -> None:
+        """``add`` for any delay but a short positive int: ``delay_ms`` coerced and
+        checked (zero or less: due at the next poll). O(levels)."""
+        deadline_ms = self.now_ms() + delay_ms
         task.deadline_ms = deadline_ms
-        # never early (module doc): the true deadline is below deadline_ms + 1, and
-        # a tick later lies in the first tick that starts at or after that
         expiration_ms = deadline_ms + self._pad_ms if delay_ms > 0 else deadline_ms
         if not self._wheel.add(task, expiration_ms):
             self._add_due(task, expiration_ms)
@@ -386,7 +430,7 @@ class WheelTimer(TaskSink):
         """
         if self._poll_now_ms is not None:
             raise RuntimeError(f"poll() of timer {self.name!r} called from a task it is running")
-        now_ms = self._reader.now_ms()
+        now_ms = self.now_ms()
         self._poll_now_ms = now_ms
         errors: list[BaseException] = []
         self._errors = errors

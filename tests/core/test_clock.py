@@ -10,6 +10,7 @@ the reads only widens the interval. uvloop's reader is checked in
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -118,3 +119,30 @@ def test_use_reader_refuses_what_is_not_a_reader(clock: ManualClock) -> None:
     with pytest.raises(TypeError, match=r"^reader must be a ClockReader or None, not ManualClock$"):
         timer.use_reader(clock)  # type: ignore[arg-type]
     assert timer.reader.source is clock
+
+
+def test_add_reads_each_kind_of_reader_as_now_ms_does(clock: ManualClock) -> None:
+    # add inlines the timer's read (a seconds reader called and scaled there, a
+    # clock's now_ms called, the C readers through the reader): every kind must
+    # file the deadline now_ms gives, on the fast path (a short positive delay)
+    # and on the checked one (zero, negative, long, float)
+    timer = WheelTimer("t", clock=clock, may_expire_early=True)
+    seconds = 12.3456
+    readers = [
+        ClockReader.seconds(lambda: seconds),
+        ClockReader.of(ManualClock(start_ms=23_456)),
+        ClockReader.monotonic(),
+    ]
+    for reader in readers:
+        timer.use_reader(reader)
+        for delay in (25, 0, -5, 2**31, 7.5):
+            task = Recorder(delay, "a", clock, [])  # type: ignore[arg-type]
+            before = reader.now_ms()
+            assert before <= timer.now_ms() <= reader.now_ms()
+            timer.add(task)
+            after = reader.now_ms()
+            assert before <= task.deadline_ms - math.ceil(delay) <= after, (reader, delay)
+            assert task.expiration_ms == task.deadline_ms  # may_expire_early: no pad
+            task.cancel()
+        timer._check_invariants()
+    assert len(timer) == 0
