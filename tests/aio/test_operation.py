@@ -59,7 +59,10 @@ async def test_a_cancelled_awaiter_leaves_the_operation_to_expire() -> None:
         op = MockOp(30, "op")
         p.try_complete_else_watch(op, ["k"])
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.001):
+            # already due: it cancels the await at the loop's next turn, before the
+            # reaper (woken by a timer) can expire the operation, however slow the
+            # machine; a 1 ms timeout could fall due with the expiry after a stall
+            async with asyncio.timeout(0):
                 await op
         assert await op == "op:expired"
         assert op.completions == 1 and op.expirations == 1

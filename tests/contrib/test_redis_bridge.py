@@ -450,9 +450,12 @@ async def test_events_received_during_a_refresh_are_refreshed_together_once_each
             ea.publish(key)
             async with asyncio.timeout(GUARD_S):
                 await ea.publisher.flush()
-        # a's bridge received all four: b's socket holds them too (one write per
-        # subscriber in the same PUBLISH), while b's refresh of "first" waits
+        # a's bridge received all four, while b's refresh of "first" waits; Redis writes
+        # a PUBLISH to each subscriber in the same round of its event loop, and answers
+        # a command sent after that in a later round: once it has, all four reached b's
+        # socket, so the next refresh takes what the first did not (never a third call)
         await _until(lambda: ea.statistics().events >= 4, "the events reached a")
+        assert server.command("PING") == b"+PONG"
         assert cache.calls == []
         cache.gate.set()
         async with asyncio.timeout(GUARD_S):

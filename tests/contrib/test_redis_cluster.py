@@ -4,9 +4,9 @@ real 6-node cluster (3 primaries, 3 replicas) across a kill -9 of a primary.
 The clusters are started by tests/contrib/redis_cluster_kit.py (127.0.0.1, free ports,
 temporary directories) and stopped by pid. Watchers wait with a 60 s timeout under a hang
 guard, so a watcher left waiting for its timeout fails the test. The failover test asserts
-no loss and no duplicate strictly; its time bound (condition true + the engine's failover
-time + 100 ms) is asserted with a generous slack for a shared machine, and the real figures
-are printed (``pytest -s``).
+no loss and no duplicate; how soon each watcher was answered (against the goal: condition
+true + the engine's failover time + 100 ms) is printed (``pytest -s``; the figures
+docs/how-to/redis.md quotes), not asserted: it is the machine's speed under its load.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from tests.contrib.redis_cluster_kit import RedisClusterKit
 
 GUARD_S = 30  # a hang guard, far below the watchers' timeout
 TIMEOUT_MS = 60_000
-SLACK_S = 2.0  # the time bound's allowance for a shared machine (real figures printed)
 
 
 class Ready:
@@ -274,9 +273,9 @@ class Feed:
 @pytest.mark.asyncio
 async def test_kill_9_of_a_primary_loses_no_wake_and_answers_none_twice(tmp_path: Path) -> None:
     """Puts every 5 ms on keys of every shard; the primary of shard 0's slot is killed
-    (SIGKILL) meanwhile. Every watcher completes exactly once, and within its condition
-    + the engine's failover time (kill -> a replica owns the slot) + 100 ms (+ a slack
-    for a shared machine: the real figures are printed)."""
+    (SIGKILL) meanwhile. Every watcher completes exactly once, none at its timeout; how
+    long after its condition + the engine's failover time (kill -> a replica owns the
+    slot) each was answered is printed (the goal: 100 ms), not asserted."""
     ready = Ready()
     keys = _keys(600)
     with RedisClusterKit(tmp_path) as kit:
@@ -304,7 +303,6 @@ async def test_kill_9_of_a_primary_loses_no_wake_and_answers_none_twice(tmp_path
     )
     assert [op.completions for op in ops] == [1] * len(ops)
     assert eb.statistics().outages >= 1 and eb.subscribed is False  # closed
-    assert max(late) <= 0.1 + SLACK_S
 
 
 @pytest.mark.system

@@ -8,6 +8,7 @@ paused primary holds them, or fails). Waits are under a hang guard; nothing is t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections.abc import Callable
@@ -15,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from purgatory.contrib.redis import ClusterKeyPublisher, encode_key, shard_of_key
+from purgatory.contrib.redis import (
+    ClusterKeyPublisher,
+    ReconnectSchedule,
+    encode_key,
+    shard_of_key,
+)
 from purgatory.contrib.redis._cluster import _Sender
 from purgatory.contrib.redis._outbox import Outbox
 from purgatory.contrib.redis._topology import Address, SlotMap, Topology
@@ -208,6 +214,7 @@ class FakeCluster:
         self.received: dict[Address, list[bytes]] = {}
         self.held: dict[Address, asyncio.Event] = {}
         self.failing: set[Address] = set()
+        self.failures: dict[Address, int] = {}  # the sends each one in ``failing`` failed
         self.sending: set[Address] = set()  # a send in progress there
         self.on_failure: Callable[[Address], None] = lambda owner: None
 
@@ -249,6 +256,7 @@ class FakePublisher(ClusterKeyPublisher):
             if owner in cluster.held:
                 await cluster.held[owner].wait()
             if owner in cluster.failing:
+                cluster.failures[owner] = cluster.failures.get(owner, 0) + 1
                 cluster.on_failure(owner)
                 raise ConnectionError(f"{owner} is down")
             cluster.received.setdefault(owner, []).extend(batch)
@@ -263,6 +271,11 @@ def _keys(shard: int, count: int, start: int = 0) -> list[str]:
 
 def _encoded(keys: list[str]) -> list[bytes]:
     return [encode_key(k) for k in keys]
+
+
+def _in_outage(publisher: FakePublisher) -> bool:
+    """Whether an outage of ``publisher`` goes on (counted, not yet over)."""
+    return publisher._down_since_s is not None
 
 
 async def _until(done: Callable[[], bool]) -> None:
@@ -323,23 +336,76 @@ async def test_a_primary_that_fails_then_answers_gets_its_keys_again() -> None:
     on A's own schedule, and sent there once it answers; the outage ends then."""
     cluster = FakeCluster()
     cluster.failing.add(A)
-    failures = 0
-
-    def count(owner: Address) -> None:
-        nonlocal failures
-        failures += 1
-
-    cluster.on_failure = count
     keys_a, keys_b = _keys(0, 10), _keys(1, 10)
     async with FakePublisher(cluster) as publisher, asyncio.timeout(GUARD_S):
         for key in keys_a + keys_b:
             publisher.publish(key)
-        await _until(lambda: failures >= 3 and len(cluster.received.get(B, [])) == 10)
+        await _until(
+            lambda: cluster.failures.get(A, 0) >= 3 and len(cluster.received.get(B, [])) == 10
+        )
         assert publisher.outages == 1 and publisher.pending == len(keys_a)
         cluster.failing.clear()
         await publisher.flush()
         assert sorted(cluster.received[A]) == sorted(_encoded(keys_a))
         assert publisher.outages == 1
+
+
+@pytest.mark.asyncio
+async def test_a_primary_failing_while_another_sends_is_one_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No replica: A fails every send while a key of B is published at every turn of the
+    loop. After each failure A's keys go back to the dispatcher and are routed to A again;
+    B's sends, some of them while A's keys wait to be routed, end nothing: one outage, one
+    WARNING, and one INFO once A answers. (A send of B used to end the outage while A's
+    keys waited, so that each failure of A began a new one.)"""
+    cluster = FakeCluster()
+    cluster.failing.add(A)
+    keys_a, keys_b = _keys(0, 3), itertools.cycle(_keys(1, 50))
+    options = {"reconnect_min_ms": 1, "reconnect_max_ms": 2}  # A retried every 1-2 ms
+    with caplog.at_level(logging.INFO, logger="purgatory.contrib.redis"):
+        async with FakePublisher(cluster, **options) as publisher, asyncio.timeout(GUARD_S):
+            for key in keys_a:
+                publisher.publish(key)
+            while cluster.failures.get(A, 0) < 10:
+                publisher.publish(next(keys_b))
+                await asyncio.sleep(0)
+            assert publisher.outages == 1
+            cluster.failing.clear()
+            await publisher.flush()
+            assert sorted(cluster.received[A]) == sorted(_encoded(keys_a))
+    assert publisher.outages == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("every primary reachable again" in m for m in messages) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_send_elsewhere_ends_no_outage_while_a_failed_primarys_keys_wait() -> None:
+    """The race of the test above, step by step: A's send failed and its keys went back to
+    the dispatcher; a send of B works while they wait to be routed, and another once they
+    are routed to A again (no new owner): the outage goes on, A holds keys. It ends when
+    a send of A works."""
+    cluster = FakeCluster()
+    publisher = FakePublisher(cluster)
+    box = publisher._outbox
+    a_key, b_key = encode_key(_keys(0, 1)[0]), encode_key(_keys(1, 1)[0])
+    owners = {a_key: A, b_key: B}
+    senders = {owner: _Sender(owner, ReconnectSchedule(1, 2)) for owner in (A, B)}
+    box.admit([a_key], 1)
+    box.route(owners.get)
+    batch = box.take(A, 10)
+    box.failed(A)
+    async with asyncio.timeout(GUARD_S):
+        await publisher._sender_failed(senders[A], ConnectionError("A is down"), batch[0])
+    assert box.parked == {a_key: 0} and publisher.outages == 1  # handed back
+    publisher._sender_works(senders[B])  # while A's keys wait for the dispatcher
+    box.route(owners.get)  # to A again: the map names no new owner
+    publisher._sender_works(senders[B])
+    assert _in_outage(publisher)  # it goes on
+    assert box.take(A, 10) == [a_key] and box.sent(A) == 1
+    publisher._sender_works(senders[A])
+    assert not _in_outage(publisher) and publisher.outages == 1
 
 
 @pytest.mark.asyncio

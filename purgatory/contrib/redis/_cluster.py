@@ -351,13 +351,18 @@ class ClusterKeyPublisher(KeyPublisher):
     def _sender_works(self, sender: _Sender) -> None:
         """A send to the sender's primary worked: an outage ends once no primary that
         failed holds keys (it works again, or its keys went to its successor) and no key
-        waits for an owner."""
+        waits for an owner. O(primaries that failed)."""
         sender.schedule.connected(int(asyncio.get_running_loop().time() * 1000))
         self.routing.topology.trust(sender.owner)
         outbox = self._outbox
         self._down.discard(sender.owner)
+        if outbox.parked:
+            # keys wait for the dispatcher, among them maybe the keys a failed primary
+            # handed back, which may be routed to it again (no new owner yet): until
+            # they are routed, holding none says nothing about that primary
+            return
         self._down = {owner for owner in self._down if outbox.holds(owner)}
-        if not self._down and not outbox.parked:
+        if not self._down:
             self._connection_works(
                 "every primary reachable again after %.1f s; %d keys pending", self.pending
             )
