@@ -109,7 +109,7 @@ import logging
 import math
 import operator
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ._signature import InitSignature, init_doc
 from .clock import Clock, ClockReader
@@ -336,10 +336,15 @@ class WheelTimer(TaskSink):
         # how now_ms and add read it without a call of the reader (a Python frame
         # fewer per add in the pure core): a clock in seconds, called and scaled
         # there; else a clock's own now_ms, called; else (both None: the compiled
-        # core's C reads) through reader.now_ms()
-        kind = reader.kind
-        self._read_s: Callable[[], float] | None = reader._read if kind == "seconds" else None
-        self._read_ms: Callable[[], int] | None = reader._read if kind == "clock" else None
+        # core's C reads) through reader.now_ms(); read from the reader's public
+        # kind and source, what its now_ms calls for those two kinds
+        kind, source = reader.kind, reader.source
+        self._read_s: Callable[[], float] | None = (
+            cast("Callable[[], float]", source) if kind == "seconds" else None
+        )
+        self._read_ms: Callable[[], int] | None = (
+            cast(Clock, source).now_ms if kind == "clock" else None
+        )
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; a scheduled task moves.
