@@ -45,15 +45,36 @@ class RedisClusterKit:
             "--repl-diskless-sync-delay",  # a replica's first sync at once (default: 5 s)
             "0",
         ]
+        self._args = args
         self.nodes: list[RedisServer] = []
         self.bus_ports: list[int] = []  # the nodes' cluster bus ports, in order
         for i in range(primaries * (1 + replicas)):
-            node_dir = directory / f"node{i}"
-            node_dir.mkdir()
-            # the bus port on a free port of its own (by default port + 10000: maybe taken)
-            bus = free_port()
-            self.nodes.append(RedisServer(node_dir, extra_args=[*args, "--cluster-port", str(bus)]))
+            node, bus = self._new_node(directory / f"node{i}")
+            self.nodes.append(node)
             self.bus_ports.append(bus)
+
+    def _new_node(self, node_dir: Path) -> tuple[RedisServer, int]:
+        """A node in ``node_dir`` (made) on free ports, and its cluster bus port: a free
+        port of its own (by default port + 10000, which may be taken)."""
+        node_dir.mkdir()
+        bus = free_port()
+        return RedisServer(node_dir, extra_args=[*self._args, "--cluster-port", str(bus)]), bus
+
+    def _start_node(self, i: int) -> None:
+        """Start node ``i``; where one of its ports was taken between ``free_port()`` and
+        the start (another test's connection, another xdist worker's server), the node
+        starts again on new ports, in a new folder, up to 5 times."""
+        for attempt in range(1, 6):
+            try:
+                self.nodes[i].start()
+                return
+            except RuntimeError as error:
+                if "Failed listening" not in str(error) or attempt == 5:
+                    raise
+            folder = self.nodes[i].directory
+            self.nodes[i], self.bus_ports[i] = self._new_node(
+                folder.with_name(f"{folder.name}-{attempt}")
+            )
 
     @property
     def urls(self) -> list[str]:
@@ -64,8 +85,8 @@ class RedisClusterKit:
         """Start the nodes and join them as ``redis-cli --cluster create`` would, without
         its one-second waits: distinct config epochs, the slots split evenly over the
         primaries, every node met, each replica attached to its primary."""
-        for node in self.nodes:
-            node.start()
+        for i in range(len(self.nodes)):
+            self._start_node(i)
         primaries = self.nodes[: self.primaries]
         for i, node in enumerate(primaries):
             start, end = i * SLOTS // self.primaries, (i + 1) * SLOTS // self.primaries - 1

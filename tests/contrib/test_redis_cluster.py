@@ -12,6 +12,7 @@ docs/how-to/redis.md quotes), not asserted: it is the machine's speed under its 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Hashable, Iterator
@@ -386,3 +387,16 @@ async def test_a_paused_primarys_shards_follow_its_promoted_replica(tmp_path: Pa
             assert victim.paused  # all answered while it is still stopped
             assert pub.outages == 1
     assert [op.completions for op in ops] == [1] * len(ops)
+
+
+@pytest.mark.system
+def test_the_kit_starts_a_node_again_on_new_ports_when_one_was_taken(tmp_path: Path) -> None:
+    """The kit's own race (it failed a run under xdist): a bus port taken between
+    ``free_port()`` and the node's start; the node starts on new ports instead."""
+    kit = RedisClusterKit(tmp_path)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", kit.bus_ports[0]))
+        squatter.listen()
+        with kit:
+            assert kit.bus_ports[0] != squatter.getsockname()[1]
+            assert all(kit.client(node).ping() for node in kit.nodes)
