@@ -20,17 +20,28 @@ out="$root/build/wheels"
 rm -rf "$out"
 mkdir -p "$out/sdist" "$out/wheel" "$out/wheelhouse"
 
-for project in "$root" "$root/broker"; do
+# the two distributions build at once (each its own isolated environments, folder and
+# log): neither needs the other to build, and a busy machine gives two builds more time
+names=(library broker)
+sources=("$root" "$root/broker")
+builds=()
+for i in 0 1; do
     # no sdist or wheel argument: the sdist first, then the wheel built from it
-    "$python" -m build --outdir "$out/dist" "$project" >"$out/build.log" 2>&1 || {
-        tail -n 40 "$out/build.log" >&2
-        echo "install_wheels.sh: building $project failed (log: $out/build.log)" >&2
+    "$python" -m build --outdir "$out/dist-${names[$i]}" "${sources[$i]}" \
+        >"$out/build-${names[$i]}.log" 2>&1 &
+    builds+=("$!")
+done
+for i in 0 1; do
+    log="$out/build-${names[$i]}.log"
+    wait "${builds[$i]}" || {
+        tail -n 40 "$log" >&2
+        echo "install_wheels.sh: building the ${names[$i]} (${sources[$i]}) failed (log: $log)" >&2
         exit 1
     }
-    mv "$out"/dist/*.tar.gz "$out/sdist/"
-    mv "$out"/dist/*.whl "$out/wheel/"
+    mv "$out/dist-${names[$i]}"/*.tar.gz "$out/sdist/"
+    mv "$out/dist-${names[$i]}"/*.whl "$out/wheel/"
+    rmdir "$out/dist-${names[$i]}"
 done
-rmdir "$out/dist"
 
 wheels=()
 for wheel in "$out"/wheel/*.whl; do

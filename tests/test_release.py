@@ -1,13 +1,13 @@
 """The release workflow (``.github/workflows/release.yml``), checked without running it.
 
 It is validated against GitHub's workflow schema (check-jsonschema, in the dev extra,
-carries it: no network), audited by zizmor where that is installed, and read for what a
+carries it: no network), audited by zizmor (in the dev extra, offline), and read for what a
 release needs: both distributions built as sdist and compiled wheels on Linux, macOS and
 Windows (not the broker's: POSIX only), no pure wheel, published only from a tag, by
 trusted publishing (an OIDC token, no stored secret), the library before the
 application that requires it.
-The Python versions the classifiers name are the ones cibuildwheel builds; where
-cibuildwheel is installed, it lists what it would build on each platform. These tests
+The Python versions the classifiers name are the ones cibuildwheel builds, and
+cibuildwheel (in the dev extra) lists what it would build on each platform. These tests
 read the repository (the sdists carry no ``.github/``).
 """
 
@@ -35,6 +35,16 @@ def _tool(name: str) -> str | None:
     return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
 
 
+def _dev_tool(name: str) -> str:
+    """The dev extra's program ``name``; skips without it, but in the installed-wheel run."""
+    found = _tool(name)
+    if found is None:
+        # the README's test command installs the dev extra afresh: there it must be
+        assert not EXPECT_INSTALLED, f"{name} is missing: install the dev extra"
+        pytest.skip(f"{name} is not installed (the dev extra has it)")
+    return found
+
+
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
@@ -48,20 +58,14 @@ def workflow() -> dict[str, Any]:
 
 
 def test_the_workflow_is_valid_for_github() -> None:
-    checker = _tool("check-jsonschema")
-    if checker is None:
-        # the README's test command installs the dev extra afresh: there it must be
-        assert not EXPECT_INSTALLED, "check-jsonschema is missing: install the dev extra"
-        pytest.skip("check-jsonschema is not installed (the dev extra has it)")
+    checker = _dev_tool("check-jsonschema")
     done = _run(checker, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW))
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_zizmor_finds_nothing() -> None:
     """Its configuration is .github/zizmor.yml; offline: no GitHub API."""
-    zizmor = _tool("zizmor")
-    if zizmor is None:
-        pytest.skip("zizmor is not installed (pip install zizmor)")
+    zizmor = _dev_tool("zizmor")
     done = _run(zizmor, "--offline", "--no-progress", str(WORKFLOW))
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -145,9 +149,7 @@ def test_cibuildwheel_builds_the_versions_the_classifiers_name(project: str) -> 
     }
     built = {f"3.{b[3:-2]}" for b in pyproject["tool"]["cibuildwheel"]["build"]}
     assert built == classified == {"3.11", "3.12", "3.13"}
-    cibuildwheel = _tool("cibuildwheel")
-    if cibuildwheel is None:
-        return  # not in the dev extra: pip install cibuildwheel to check what it selects
+    cibuildwheel = _dev_tool("cibuildwheel")
     for platform in ("linux", "macos") + (("windows",) if project == "." else ()):
         done = _run(cibuildwheel, "--print-build-identifiers", "--platform", platform, project)
         assert done.returncode == 0, done.stderr

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The README's test command after `python3 -m venv .venv`: install, check, test.
+#
+# What runs (each step as it would alone; the README says why each is there):
+#   install:  tests/install_wheels.sh (both distributions as a user gets them, into .venv)
+#             beside tests/install_deps.sh (kcat, redis-server, redis-sentinel, the Node.js
+#             clients): one builds with the compiler, the other mostly waits on apt and npm;
+#   lane 1:   pytest, the whole suite on the compiled build, then all but `system` on the
+#             pure one, each in two worker processes (-n 2);
+#   lane 2:   beside lane 1: ruff, ruff format, mypy --strict (both distributions), then
+#             tests/other_pythons.sh (the library on CPython 3.12 and 3.13).
+# The lanes are independent (lane 2 writes only under build/other_pythons and mypy's
+# cache); a machine that another job keeps busy gives more of its cores to three processes
+# than to two. Lane 2's output is kept in build/lane2.log and printed when it ends; the
+# run fails if any step fails, once both lanes have ended.
+# Each step's time is printed (`run_all.sh: <seconds> s <step>`), to keep the budget in
+# view: the README states the total.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bin=.venv/bin
+[ -x "$bin/python" ] || { echo "run_all.sh: no .venv here: python3 -m venv .venv first" >&2; exit 1; }
+mkdir -p build
+linted=(purgatory tests examples benchmarks docs/examples docs/conf.py setup.py cython_build.py broker)
+
+# Run "$@" and print its time; its exit status is the step's.
+step() {
+    local started=$SECONDS status=0 failed=""
+    "$@" || status=$?
+    [ "$status" -eq 0 ] || failed=" (failed: exit $status)"
+    echo "run_all.sh: $((SECONDS - started)) s: $*$failed"
+    return "$status"
+}
+
+install() {
+    local deps_log=build/install_deps.log deps
+    bash tests/install_deps.sh >"$deps_log" 2>&1 &
+    deps=$!
+    step bash tests/install_wheels.sh || { wait "$deps" || true; return 1; }
+    wait "$deps" || { cat "$deps_log" >&2; echo "run_all.sh: tests/install_deps.sh failed" >&2; return 1; }
+    cat "$deps_log"
+}
+
+lane1() {
+    step env PURGATORY_EXPECT_INSTALLED=1 PURGATORY_EXPECT_COMPILED=1 "$bin/pytest" -n 2 &&
+        step env PURGATORY_EXPECT_INSTALLED=1 PURGATORY_NO_EXTENSIONS=1 "$bin/pytest" -n 2 \
+            -m "not system"
+}
+
+lane2() {
+    step "$bin/ruff" check "${linted[@]}" &&
+        step "$bin/ruff" format --check "${linted[@]}" &&
+        step "$bin/mypy" --strict &&
+        step "$bin/mypy" --strict broker/setup.py &&  # a second module named setup
+        step bash tests/other_pythons.sh
+}
+
+SECONDS=0
+install
+lane2 >build/lane2.log 2>&1 &
+lane2_pid=$!
+lane1_status=0
+lane1 || lane1_status=$?
+lane2_status=0
+wait "$lane2_pid" || lane2_status=$?
+echo "--- lane 2 (checks, other Pythons): build/lane2.log"
+cat build/lane2.log
+echo "run_all.sh: $SECONDS s in all"
+[ "$lane1_status" -eq 0 ] || { echo "run_all.sh: the test passes failed" >&2; exit 1; }
+[ "$lane2_status" -eq 0 ] || { echo "run_all.sh: lane 2 failed (above)" >&2; exit 1; }
