@@ -153,10 +153,22 @@ class _SendGivenUp(ConnectionError):
 
 class _Sender:
     """One primary's sender: the task that sends its queue, what wakes it, its reconnect
-    schedule, its client (None: not connected), the watch of a send that outlasts
-    ``poll_ms`` (None: none) and whether it waits for keys (``idle``)."""
+    schedule, its client (None: not connected), whether it waits for keys (``idle``),
+    and what watches its sends (see :meth:`ClusterKeyPublisher._send_watched`)."""
 
-    __slots__ = ("client", "idle", "moved", "owner", "schedule", "task", "wake", "watch")
+    __slots__ = (
+        "client",
+        "idle",
+        "moved",
+        "owner",
+        "schedule",
+        "send_began_s",
+        "sends",
+        "task",
+        "timer",
+        "wake",
+        "watch",
+    )
 
     def __init__(self, owner: Address, schedule: ReconnectSchedule) -> None:
         self.owner = owner
@@ -164,9 +176,12 @@ class _Sender:
         self.wake = asyncio.Event()
         self.client: redis.asyncio.Redis | None = None
         self.task: asyncio.Task[None] | None = None
-        self.watch: asyncio.Task[None] | None = None
-        self.moved: bytes | None = None  # set by the watch: a key whose slot moved
         self.idle = False  # waiting for ``wake``, holding no key
+        self.sends = 0  # sends begun; the last one is going on while send_began_s is set
+        self.send_began_s: float | None = None  # loop time it began (None: no send)
+        self.timer: asyncio.TimerHandle | None = None  # the check of a send's length
+        self.watch: asyncio.Task[None] | None = None  # the watch of a long send
+        self.moved: bytes | None = None  # set by the watch: a key whose slot moved
 
 
 class ClusterKeyPublisher(KeyPublisher):
@@ -354,6 +369,9 @@ class ClusterKeyPublisher(KeyPublisher):
                 self._sender_works(sender)
                 await self._mark_sent(outbox.sent_upto)
         finally:
+            if sender.timer is not None:
+                sender.timer.cancel()
+                sender.timer = None
             client, sender.client = sender.client, None
             if client is not None:
                 await aclose(client)
@@ -391,39 +409,58 @@ class ClusterKeyPublisher(KeyPublisher):
         """:meth:`_send_batch`, watched once it outlasts ``poll_ms`` (:meth:`_watch_send`):
         :class:`_SendGivenUp` if the map names another owner of one of its keys
         meanwhile (its primary paused or silent, a replica promoted: the send would
-        wait for ``timeout_ms``). O(1) more than the send: a timer, cancelled at its
-        end."""
-        scope = asyncio.timeout(None)
-        loop = asyncio.get_running_loop()
-        poll_s = self.routing.topology.poll_ms / 1000
-        timer = loop.call_later(poll_s, self._start_watch, sender, scope, batch)
+        wait for ``timeout_ms``). O(1) more than the send: the sender's timer is armed
+        if it is not (it fires at most once per ``poll_ms``: :meth:`_check_send`)."""
+        task = asyncio.current_task()
+        sender.sends += 1
+        sender.send_began_s = asyncio.get_running_loop().time()
+        if sender.timer is None:
+            self._arm(sender)
         try:
-            async with scope:
-                await self._send_batch(sender, batch)
-        except TimeoutError:
-            if sender.moved is None or not scope.expired():
+            await self._send_batch(sender, batch)
+        except asyncio.CancelledError:
+            # the watch's cancellation (as asyncio.timeout's): taken back, unless the
+            # task is cancelled besides (the publisher closing), or the watch did not
+            moved = sender.moved
+            if moved is None or task is None or task.uncancel() > 0:
                 raise
-            raise _SendGivenUp(sender.owner, sender.moved) from None
+            raise _SendGivenUp(sender.owner, moved) from None
         finally:
-            timer.cancel()
-            sender.moved = None
+            sender.send_began_s = sender.moved = None
             watch, sender.watch = sender.watch, None
             if watch is not None:
                 await stop_all([watch])
 
-    def _start_watch(self, sender: _Sender, scope: asyncio.Timeout, batch: list[bytes]) -> None:
-        """The timer of a send that outlasted ``poll_ms``: its watch starts."""
-        name = f"{self._task_name} -> {sender.owner[0]}:{sender.owner[1]} watch"
-        sender.watch = asyncio.create_task(self._watch_send(sender, scope, batch), name=name)
+    def _arm(self, sender: _Sender) -> None:
+        """The sender's timer, at ``poll_ms`` after its send began."""
+        began_s = sender.send_began_s
+        if began_s is not None:
+            when_s = began_s + self.routing.topology.poll_ms / 1000
+            sender.timer = asyncio.get_running_loop().call_at(
+                when_s, self._check_send, sender, sender.sends
+            )
 
-    async def _watch_send(
-        self, sender: _Sender, scope: asyncio.Timeout, batch: list[bytes]
-    ) -> None:
+    def _check_send(self, sender: _Sender, sends: int) -> None:
+        """The sender's timer: its send ``sends`` goes on after ``poll_ms``: watched
+        (:meth:`_watch_send`); a later one goes on: the timer armed again for it; no
+        send: the timer rests until the next. O(batch) to start a watch, else O(1)."""
+        sender.timer = None
+        if sender.send_began_s is None or sender.watch is not None:
+            return
+        if sender.sends != sends:
+            self._arm(sender)
+            return
+        batch = list(self._outbox.flying.get(sender.owner, ()))
+        name = f"{self._task_name} -> {sender.owner[0]}:{sender.owner[1]} watch"
+        sender.watch = asyncio.create_task(self._watch_send(sender, batch), name=name)
+
+    async def _watch_send(self, sender: _Sender, batch: list[bytes]) -> None:
         """The send of ``batch`` outlasts ``poll_ms``: read the map every ``poll_ms`` (the
         sender's primary asked last: it may be the one not answering) until it names
-        another owner of the slot of one of the batch's keys; then note that key and end
-        the send at once (``scope`` expires). Cancelled when the send ends. O(batch)
-        once, then one ``CLUSTER SLOTS`` per ``poll_ms``."""
+        another owner of the slot of one of the batch's keys; then note that key and
+        cancel the send (the sender's task: :meth:`_send_watched` takes it as a give-up).
+        Cancelled when the send ends. O(batch) once, then one ``CLUSTER SLOTS`` per
+        ``poll_ms``."""
         topology, shards = self.routing.topology, self.routing.shards
         by_shard = {shard_of(message, shards): message for message in batch}
         topology.suspect(sender.owner)
@@ -437,9 +474,9 @@ class ClusterKeyPublisher(KeyPublisher):
             moved = next((m for i, m in by_shard.items() if owners[i] not in stay), None)
             if moved is None:
                 await asyncio.sleep(topology.poll_ms / 1000)
-        if sender.watch is asyncio.current_task():  # the send goes on (never after it)
-            sender.moved = moved
-            scope.reschedule(asyncio.get_running_loop().time())
+        if sender.watch is asyncio.current_task() and sender.task is not None:
+            sender.moved = moved  # the send goes on (the watch ends with it)
+            sender.task.cancel()
 
     async def _send_batch(self, sender: _Sender, batch: list[bytes]) -> None:
         """One pipeline to the sender's primary (connecting first if need be); on a
