@@ -15,7 +15,7 @@ import asyncio
 import socket
 import time
 from binascii import crc_hqx
-from collections.abc import AsyncIterator, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -30,8 +30,9 @@ from purgatory.contrib.redis import (
     shard_of_key,
 )
 from purgatory.contrib.redis._sharding import SLOTS, key_slot, shard_channels
-from purgatory.contrib.redis._topology import SlotMap
+from purgatory.contrib.redis._topology import Address, SlotMap
 from tests.contrib.redis_cluster_kit import RedisClusterKit
+from tests.contrib.redis_kit import RedisServer
 
 GUARD_S = 30  # a hang guard, far below the watchers' timeout
 TIMEOUT_MS = 60_000
@@ -360,7 +361,8 @@ async def test_a_paused_primarys_shards_follow_its_promoted_replica(tmp_path: Pa
     """One primary SIGSTOPped while puts go on for keys of every shard, and its replica
     promoted (``cluster-node-timeout`` 500 ms): every watcher completes, once each, while
     the old primary is still stopped; its shards' keys went to the promoted replica when
-    the send to the paused one timed out (``timeout_ms``)."""
+    the send to the paused one was given up (the map named the replica) or timed out
+    (``timeout_ms``), whichever came first."""
     ready = Ready()
     keys = _keys(600)
     with RedisClusterKit(tmp_path) as kit:
@@ -387,6 +389,137 @@ async def test_a_paused_primarys_shards_follow_its_promoted_replica(tmp_path: Pa
             assert victim.paused  # all answered while it is still stopped
             assert pub.outages == 1
     assert [op.completions for op in ops] == [1] * len(ops)
+
+
+HUNG_GUARD_S = 20  # the hang guard of the tests below, a third of their publisher's timeout_ms
+PUBLISHER_NAME = "purgatory-test-publisher"  # the publisher's connections, in CLIENT LIST
+
+
+def _client_names(kit: RedisClusterKit, node: RedisServer) -> list[str]:
+    """The names of ``node``'s clients (``CLIENT LIST``)."""
+    with kit.client(node) as client:
+        return [str(entry["name"]) for entry in client.client_list()]
+
+
+def _primaries(kit: RedisClusterKit, slots: list[int]) -> set[Address]:
+    """The addresses of the primaries that own ``slots``, as the live nodes say."""
+    return {("127.0.0.1", port) for slot in slots for port in kit.owner_ports(slot)}
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Poll ``done`` every 5 ms (under the caller's hang guard)."""
+    while not done():
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.system
+@pytest.mark.asyncio
+async def test_a_send_hung_on_a_paused_primary_is_given_up_at_the_promotion(
+    tmp_path: Path,
+) -> None:
+    """A send of a key of shard 0 hangs on its primary, paused (SIGSTOP), whose replica is
+    then promoted; the publisher's ``timeout_ms`` is three times the hang guard. Once the
+    subscriber has re-checked on the promoted replica, a second key of shard 0 is made
+    ready and published: only its event can wake its watcher, and it does, under the
+    guard and while the old primary is still stopped (the publisher gave the hung send up
+    when the slot map named the new owner, instead of waiting for ``timeout_ms``). The
+    old primary's sender is gone then, and its connection, as its server sees once it
+    resumes. How long after the promotion (as the kit saw it first) the send was given
+    up is printed (``pytest -s``), not asserted."""
+    ready = Ready()
+    hung, late = [k for k in _keys(400) if shard_of_key(k) == 0][:2]
+    timeout_ms = 3 * HUNG_GUARD_S * 1000
+    with RedisClusterKit(tmp_path) as kit:
+        async with (
+            Purg("b") as b,
+            ClusterKeyEvents(b, kit.urls, channel="t:hung", health_check_ms=500) as eb,
+            ClusterKeyPublisher(
+                kit.urls,
+                channel="t:hung",
+                timeout_ms=timeout_ms,
+                redis_options={"client_name": PUBLISHER_NAME},
+            ) as pub,
+            asyncio.timeout(HUNG_GUARD_S),
+        ):
+            await eb.wait_subscribed()
+            for key in _keys(400):  # a sender for every primary
+                pub.publish(key)
+            await pub.flush()
+            slot = eb.routing.slots[0]
+            victim = kit.primary_of(slot)
+            old: Address = ("127.0.0.1", victim.port)
+            ops = {key: WaitFor(ready, key) for key in (hung, late)}
+            for op in ops.values():
+                assert not b.try_complete_else_watch(op, [op.key])
+            subscribed = eb.statistics().subscriptions
+            victim.pause()
+            ready.at[hung] = time.monotonic()
+            pub.publish(hung)
+            await _until(lambda: old in pub._outbox.flying)  # its send hangs
+            promoted_at = await asyncio.to_thread(kit.wait_promoted, slot, victim)
+            await _until(lambda: old not in pub._senders)  # given up, its sender ended
+            given_up_at = time.monotonic()
+            await _until(lambda: eb.statistics().subscriptions > subscribed)  # re-checked
+            ready.at[late] = time.monotonic()
+            pub.publish(late)
+            await ops[late]
+            await pub.flush()
+            assert victim.paused  # answered while the old primary is still stopped
+            primaries = await asyncio.to_thread(_primaries, kit, eb.routing.slots)
+            assert set(pub._senders) == primaries and old not in primaries
+            pub._check_invariants()
+            victim.resume()
+            await _until(lambda: PUBLISHER_NAME not in _client_names(kit, victim))
+    after_ms = (given_up_at - promoted_at) * 1000
+    print(f"\nthe hung send given up {after_ms:.0f} ms after the promotion was seen")
+    assert [op.completions for op in ops.values()] == [1, 1]
+
+
+@pytest.mark.system
+@pytest.mark.asyncio
+async def test_the_sender_of_a_demoted_primary_ends_once_the_map_says_so(
+    tmp_path: Path,
+) -> None:
+    """A manual failover (``CLUSTER FAILOVER`` on a replica) demotes a primary that stays
+    up. A demoted primary, a replica now, still takes ``SPUBLISH`` for its old slots (it
+    forwards it to its shard): the publisher's sends there go on working, and it reads no
+    map. Its connection there is then dropped (``CLIENT KILL``): the next send fails, the
+    map read names the promoted replica, the keys go there, and the old primary's sender
+    ends: the publisher holds a sender for each current primary only, and the old
+    primary sees no connection of it."""
+    keys = _keys(400)  # every shard
+    with RedisClusterKit(tmp_path) as kit:
+        async with (
+            ClusterKeyPublisher(
+                kit.urls, channel="t:demoted", redis_options={"client_name": PUBLISHER_NAME}
+            ) as pub,
+            asyncio.timeout(HUNG_GUARD_S),
+        ):
+            for key in keys:
+                pub.publish(key)
+            await pub.flush()
+            slot = pub.routing.slots[0]
+            old = kit.primary_of(slot)
+            replica = kit.nodes[kit.primaries + kit.nodes.index(old)]  # the kit's pairing
+            with kit.client(replica) as client:
+                client.execute_command("CLUSTER", "FAILOVER")
+            await _until(lambda: kit.owner_ports(slot) == {replica.port})  # every node says
+            for key in keys:
+                pub.publish(key)
+            await pub.flush()
+            assert ("127.0.0.1", old.port) in pub._senders and pub.outages == 0
+            with kit.client(old) as client:
+                for entry in client.client_list():
+                    if entry["name"] == PUBLISHER_NAME:
+                        client.client_kill_filter(_id=entry["id"])
+            for key in keys:
+                pub.publish(key)
+            await pub.flush()
+            primaries = await asyncio.to_thread(_primaries, kit, pub.routing.slots)
+            assert set(pub._senders) == primaries and ("127.0.0.1", old.port) not in primaries
+            pub._check_invariants()
+            await _until(lambda: PUBLISHER_NAME not in _client_names(kit, old))
+            assert pub.published == 3 * len(keys) and pub.outages == 1  # the failed send
 
 
 @pytest.mark.system

@@ -85,6 +85,20 @@ def test_a_key_with_no_owner_stays_parked_and_holds_flush_back() -> None:
     assert box.clear() == 1 and box.held == 0
 
 
+def test_a_primary_whose_sender_ends_is_forgotten_only_when_it_holds_nothing() -> None:
+    box = Outbox()
+    box.admit([b"x"], 1)
+    box.route(lambda m: A)
+    with pytest.raises(ValueError, match=r"^\('10.0.0.1', 7000\) holds keys: its sender"):
+        box.forget(A)
+    box.take(A, 10)
+    with pytest.raises(ValueError, match=r"holds keys"):
+        box.forget(A)  # its batch is being sent
+    box.sent(A)
+    box.forget(A)
+    assert box.queues == {} and box.held == 0
+
+
 def test_one_batch_at_a_time_per_primary() -> None:
     box = Outbox()
     box.admit([b"x"], 1)
@@ -406,6 +420,60 @@ async def test_a_send_elsewhere_ends_no_outage_while_a_failed_primarys_keys_wait
     assert box.take(A, 10) == [a_key] and box.sent(A) == 1
     publisher._sender_works(senders[A])
     assert not _in_outage(publisher) and publisher.outages == 1
+
+
+@pytest.mark.asyncio
+async def test_a_send_held_by_a_primary_whose_slots_moved_is_given_up() -> None:
+    """A's send hangs for ever (a paused primary, and a ``timeout_ms`` beyond the test);
+    C takes A's slots meanwhile: the send's watch (the map read every ``poll_ms`` once
+    the send outlasts it) sees C, the send is given up, and A's keys, the batch and the
+    ones queued behind it, go to C; A's sender ends. A never answers."""
+    cluster = FakeCluster()
+    cluster.held[A] = asyncio.Event()
+    keys_a, keys_b = _keys(0, 20), _keys(1, 20)
+    async with FakePublisher(cluster, timeout_ms=3_600_000) as publisher:
+        async with asyncio.timeout(GUARD_S):
+            publisher.publish(keys_a[0])
+            await _until(lambda: A in cluster.sending)
+            for key in keys_a[1:] + keys_b:
+                publisher.publish(key)
+            await _until(lambda: len(cluster.received.get(B, [])) == len(keys_b))
+            publisher._check_invariants()
+            cluster.fail_over(A, C)
+            await publisher.flush()
+            assert A not in cluster.received and A not in cluster.sending  # given up
+            assert sorted(cluster.received[C]) == sorted(_encoded(keys_a))
+            assert set(publisher._senders) == {B, C} and A not in publisher._outbox.queues
+            publisher._check_invariants()
+            assert publisher.outages == 1 and publisher.published == 40
+            await _until(lambda: not publisher._retiring)  # A's task ended
+        assert not cluster.held[A].is_set()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_sender_ends_when_a_map_read_gives_its_primary_no_shard() -> None:
+    """A's sender is idle when C takes A's slots; the map is read again by B's watch (B's
+    send hangs): A's sender, woken by the new map, ends; B's send goes on, and ends
+    once B answers."""
+    cluster = FakeCluster()
+    keys_a, keys_b = _keys(0, 5), _keys(1, 5)
+    async with FakePublisher(cluster) as publisher, asyncio.timeout(GUARD_S):
+        for key in keys_a:
+            publisher.publish(key)
+        await publisher.flush()
+        assert set(publisher._senders) == {A}
+        cluster.held[B] = asyncio.Event()
+        cluster.fail_over(A, C)
+        for key in keys_b:
+            publisher.publish(key)
+        await _until(lambda: A not in publisher._senders)
+        publisher._check_invariants()
+        assert B in cluster.sending  # B's send still hangs: it read the map, no more
+        cluster.held[B].set()
+        await publisher.flush()
+        assert set(publisher._senders) == {B} and publisher.outages == 0
+        assert sorted(cluster.received[B]) == sorted(_encoded(keys_b))
+        publisher._check_invariants()
 
 
 @pytest.mark.asyncio

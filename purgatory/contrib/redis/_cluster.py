@@ -13,16 +13,27 @@ in, routes each to the primary of its shard by :mod:`._topology`'s slot map and 
 primary's sender, a task of its own that sends its queue in pipelines of ``SPUBLISH``
 (at most :data:`~._publisher.MAX_BATCH` per round trip), one at a time, with its own
 connection, ``timeout_ms`` and reconnect schedule (:mod:`._outbox` holds the queues). So
-a primary that stalls (paused, a host gone silent: its send waits ``timeout_ms``) or fails
-delays only the keys of its own shards; the other senders go on. A sender whose send fails
-keeps the batch (back at the front of its queue), waits its schedule's wait, or less: until
-the slot of the batch's first key has a new owner (the map polled every ``poll_ms``: a
-failover's promotion, a slot moved), then hands its keys back to the dispatcher, which
-routes them by the map just read: to the same primary again, or to the new owner. A key
-routed again meets its queued copy, if any, and is sent once. A batch that failed may have
-reached Redis (a pipeline answered by a paused primary after its timeout, ``MOVED`` for
-some of its keys only): it is sent again. So a key is sent at least once, and once more
-at most per failed batch that held it: harmless, since events are level-triggered.
+a primary that stalls (paused, a host gone silent) or fails delays only the keys of its own
+shards; the other senders go on. A sender whose send fails keeps the batch (back at the
+front of its queue), waits its schedule's wait, or less: until the slot of the batch's
+first key has a new owner (the map polled every ``poll_ms``: a failover's promotion, a
+slot moved), then hands its keys back to the dispatcher, which routes them by the map just
+read: to the same primary again, or to the new owner. A key routed again meets its queued
+copy, if any, and is sent once.
+
+A send that outlasts ``poll_ms`` is watched: a task reads the map every ``poll_ms`` (that
+primary asked last) until the send ends, and once the map names another owner of the slot
+of one of its keys (the paused primary's replica promoted) the send is given up, as one
+that failed: its keys follow the promotion within a poll, not at ``timeout_ms``. A batch
+that failed or was given up may have reached Redis (a pipeline answered by a paused
+primary once it resumes, ``MOVED`` for some of its keys only): it is sent again. So a key
+is sent at least once, and once more at most per failed batch that held it: harmless,
+since events are level-triggered.
+
+A sender ends when it holds no key and the last map read (by the dispatcher, a sender
+after a failure, or a watch) gives its primary no shard (a failover demoted it, its slots
+moved): it leaves the senders and closes its connection; keys routed there again (the
+primary back) start a new one. A new map wakes such senders, so an idle one ends too.
 ``flush`` returns once every key published before it is sent, whichever primaries they went
 to (the marks of :mod:`._outbox`).
 
@@ -130,11 +141,34 @@ class _Routing:
             await self.topology.wait_for_new_owner(*failed, wait_ms=schedule_wait_ms)
 
 
+class _SendGivenUp(ConnectionError):
+    """A send outlasted ``poll_ms`` and the map names another owner of one of its keys:
+    given up (:meth:`ClusterKeyPublisher._watch_send`)."""
+
+    def __init__(self, owner: Address, moved: bytes) -> None:
+        where = f"{owner[0]}:{owner[1]}"
+        super().__init__(f"a key's slot has a new owner while the send to {where} hung")
+        self.moved = moved  # a key whose slot has a new owner
+
+
 class _Sender:
     """One primary's sender: the task that sends its queue, what wakes it, its reconnect
-    schedule and its client (None: not connected)."""
+    schedule, its client (None: not connected), whether it waits for keys (``idle``),
+    and what watches its sends (see :meth:`ClusterKeyPublisher._send_watched`)."""
 
-    __slots__ = ("client", "owner", "schedule", "task", "wake")
+    __slots__ = (
+        "client",
+        "idle",
+        "moved",
+        "owner",
+        "schedule",
+        "send_began_s",
+        "sends",
+        "task",
+        "timer",
+        "wake",
+        "watch",
+    )
 
     def __init__(self, owner: Address, schedule: ReconnectSchedule) -> None:
         self.owner = owner
@@ -142,6 +176,12 @@ class _Sender:
         self.wake = asyncio.Event()
         self.client: redis.asyncio.Redis | None = None
         self.task: asyncio.Task[None] | None = None
+        self.idle = False  # waiting for ``wake``, holding no key
+        self.sends = 0  # sends begun; the last one is going on while send_began_s is set
+        self.send_began_s: float | None = None  # loop time it began (None: no send)
+        self.timer: asyncio.TimerHandle | None = None  # the check of a send's length
+        self.watch: asyncio.Task[None] | None = None  # the watch of a long send
+        self.moved: bytes | None = None  # set by the watch: a key whose slot moved
 
 
 class ClusterKeyPublisher(KeyPublisher):
@@ -186,8 +226,15 @@ class ClusterKeyPublisher(KeyPublisher):
         self.routing = _Routing(channels, topology)
         self._outbox = Outbox()
         self._senders: dict[Address, _Sender] = {}
+        #: the tasks of senders that ended (their primary serves no shard), until done
+        self._retiring: set[asyncio.Task[None]] = set()
         self._down: set[Address] = set()  # primaries whose last send failed (see _sender_works)
-        self._owners: tuple[SlotMap | None, list[Address | None]] = (None, [])  # per shard
+        #: the last map read, each shard's primary by it, and those primaries
+        self._owners: tuple[SlotMap | None, list[Address | None], frozenset[Address]] = (
+            None,
+            [],
+            frozenset(),
+        )
         #: while keys are parked with no owner (their slot unserved): the loop time at
         #: which the map is read again for them (None: every parked key had an owner)
         self._map_due_s: float | None = None
@@ -211,7 +258,8 @@ class ClusterKeyPublisher(KeyPublisher):
                     self._pending = {}
                 await self._route()
         finally:
-            await stop_all([s.task for s in self._senders.values() if s.task is not None])
+            senders = [s.task for s in self._senders.values() if s.task is not None]
+            await stop_all(senders + list(self._retiring))
             await self._disconnect()
 
     async def _wait_for_work(self) -> None:
@@ -254,16 +302,23 @@ class ClusterKeyPublisher(KeyPublisher):
 
     def _owners_by_shard(self, slot_map: SlotMap) -> list[Address | None]:
         """Each shard's primary by ``slot_map`` (None: no owner), computed once per map.
-        O(shards x log ranges) for a new map, O(1) else."""
-        known, owners = self._owners
+        A new map wakes the senders of the primaries it gives no shard: each ends once
+        it holds no key (:meth:`_retire`). O(shards x log ranges + senders) for a new
+        map, O(1) else."""
+        known, owners, _ = self._owners
         if known is not slot_map:
             owners = [slot_map.owner(slot) for slot in self.routing.slots]
-            self._owners = (slot_map, owners)
+            serving = frozenset(owner for owner in owners if owner is not None)
+            self._owners = (slot_map, owners, serving)
+            for owner, sender in self._senders.items():
+                if owner not in serving:
+                    sender.wake.set()
         return owners
 
     def _sender(self, owner: Address) -> _Sender:
         """``owner``'s sender, started on first use (at most one per node the cluster named
-        a primary; an idle one waits and costs nothing)."""
+        a primary; an idle one waits and costs nothing; it ends once the map gives its
+        primary no shard: :meth:`_retire`)."""
         sender = self._senders.get(owner)
         if sender is None:
             schedule = ReconnectSchedule(
@@ -295,15 +350,17 @@ class ClusterKeyPublisher(KeyPublisher):
         try:
             while True:
                 if not outbox.queued(owner):
-                    sender.wake.clear()
-                    await sender.wake.wait()
+                    if self._retire(sender):
+                        return
+                    await self._idle(sender)
                     continue
                 batch = outbox.take(owner, MAX_BATCH)
                 try:
-                    await self._send_batch(sender, batch)
+                    await self._send_watched(sender, batch)
                 except Exception as exc:  # noqa: BLE001 - logged as an outage, retried
                     outbox.failed(owner)
-                    await self._sender_failed(sender, exc, batch[0])
+                    moved = exc.moved if isinstance(exc, _SendGivenUp) else batch[0]
+                    await self._sender_failed(sender, exc, moved)
                     continue
                 except BaseException:
                     outbox.failed(owner)
@@ -312,9 +369,114 @@ class ClusterKeyPublisher(KeyPublisher):
                 self._sender_works(sender)
                 await self._mark_sent(outbox.sent_upto)
         finally:
+            if sender.timer is not None:
+                sender.timer.cancel()
+                sender.timer = None
             client, sender.client = sender.client, None
             if client is not None:
                 await aclose(client)
+
+    @staticmethod
+    async def _idle(sender: _Sender) -> None:
+        """Until the sender is woken (keys queued, or a new map: see :meth:`_retire`)."""
+        sender.wake.clear()
+        sender.idle = True
+        try:
+            await sender.wake.wait()
+        finally:
+            sender.idle = False
+
+    def _retire(self, sender: _Sender) -> bool:
+        """Whether the sender, holding no key, ends: the last map read gives its primary
+        no shard (a failover demoted it, its slots moved). It then leaves the senders (a
+        key routed there again starts a new one) and its task closes its connection as
+        it ends. O(1); O(shards) for a new map."""
+        slot_map, owner = self.routing.topology.map, sender.owner
+        if slot_map is None:
+            return False
+        self._owners_by_shard(slot_map)
+        if owner in self._owners[2]:
+            return False
+        del self._senders[owner]
+        self._outbox.forget(owner)
+        if sender.task is not None:
+            self._retiring.add(sender.task)
+            sender.task.add_done_callback(self._retiring.discard)
+        logger.debug("%s: %s:%d serves no shard: its sender ends", self._log_name, *owner)
+        return True
+
+    async def _send_watched(self, sender: _Sender, batch: list[bytes]) -> None:
+        """:meth:`_send_batch`, watched once it outlasts ``poll_ms`` (:meth:`_watch_send`):
+        :class:`_SendGivenUp` if the map names another owner of one of its keys
+        meanwhile (its primary paused or silent, a replica promoted: the send would
+        wait for ``timeout_ms``). O(1) more than the send: the sender's timer is armed
+        if it is not (it fires at most once per ``poll_ms``: :meth:`_check_send`)."""
+        task = asyncio.current_task()
+        sender.sends += 1
+        sender.send_began_s = asyncio.get_running_loop().time()
+        if sender.timer is None:
+            self._arm(sender)
+        try:
+            await self._send_batch(sender, batch)
+        except asyncio.CancelledError:
+            # the watch's cancellation (as asyncio.timeout's): taken back, unless the
+            # task is cancelled besides (the publisher closing), or the watch did not
+            moved = sender.moved
+            if moved is None or task is None or task.uncancel() > 0:
+                raise
+            raise _SendGivenUp(sender.owner, moved) from None
+        finally:
+            sender.send_began_s = sender.moved = None
+            watch, sender.watch = sender.watch, None
+            if watch is not None:
+                await stop_all([watch])
+
+    def _arm(self, sender: _Sender) -> None:
+        """The sender's timer, at ``poll_ms`` after its send began."""
+        began_s = sender.send_began_s
+        if began_s is not None:
+            when_s = began_s + self.routing.topology.poll_ms / 1000
+            sender.timer = asyncio.get_running_loop().call_at(
+                when_s, self._check_send, sender, sender.sends
+            )
+
+    def _check_send(self, sender: _Sender, sends: int) -> None:
+        """The sender's timer: its send ``sends`` goes on after ``poll_ms``: watched
+        (:meth:`_watch_send`); a later one goes on: the timer armed again for it; no
+        send: the timer rests until the next. O(batch) to start a watch, else O(1)."""
+        sender.timer = None
+        if sender.send_began_s is None or sender.watch is not None:
+            return
+        if sender.sends != sends:
+            self._arm(sender)
+            return
+        batch = list(self._outbox.flying.get(sender.owner, ()))
+        name = f"{self._task_name} -> {sender.owner[0]}:{sender.owner[1]} watch"
+        sender.watch = asyncio.create_task(self._watch_send(sender, batch), name=name)
+
+    async def _watch_send(self, sender: _Sender, batch: list[bytes]) -> None:
+        """The send of ``batch`` outlasts ``poll_ms``: read the map every ``poll_ms`` (the
+        sender's primary asked last: it may be the one not answering) until it names
+        another owner of the slot of one of the batch's keys; then note that key and
+        cancel the send (the sender's task: :meth:`_send_watched` takes it as a give-up).
+        Cancelled when the send ends. O(batch) once, then one ``CLUSTER SLOTS`` per
+        ``poll_ms``."""
+        topology, shards = self.routing.topology, self.routing.shards
+        by_shard = {shard_of(message, shards): message for message in batch}
+        topology.suspect(sender.owner)
+        moved: bytes | None = None
+        while moved is None:
+            try:
+                owners = self._owners_by_shard(await topology.refresh())
+            except FAILURES:
+                owners = [None] * shards
+            stay = (None, sender.owner)
+            moved = next((m for i, m in by_shard.items() if owners[i] not in stay), None)
+            if moved is None:
+                await asyncio.sleep(topology.poll_ms / 1000)
+        if sender.watch is asyncio.current_task() and sender.task is not None:
+            sender.moved = moved  # the send goes on (the watch ends with it)
+            sender.task.cancel()
 
     async def _send_batch(self, sender: _Sender, batch: list[bytes]) -> None:
         """One pipeline to the sender's primary (connecting first if need be); on a
@@ -369,6 +531,19 @@ class ClusterKeyPublisher(KeyPublisher):
 
     def _drop_unsent(self) -> int:
         return super()._drop_unsent() + self._outbox.clear()
+
+    def _check_invariants(self) -> None:
+        """AssertionError unless the outbox's invariants hold, each sender is its
+        primary's, and a sender whose primary the last map read gives no shard holds
+        keys or is about to end (not idle, or woken: it ends at its next turn). For the
+        tests, after changes. O(keys held + senders)."""
+        self._outbox._check_invariants()
+        known, _, serving = self._owners
+        for owner, sender in self._senders.items():
+            assert sender.owner == owner, (sender.owner, owner)
+            if known is not None and owner not in serving:
+                held = self._outbox.holds(owner)
+                assert held or not sender.idle or sender.wake.is_set(), owner
 
     async def _disconnect(self) -> None:
         for sender in self._senders.values():

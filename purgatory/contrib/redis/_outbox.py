@@ -162,6 +162,13 @@ class Outbox:
         if queue:
             self.parked = self._joined(queue, self.parked)
 
+    def forget(self, owner: Address) -> None:
+        """``owner``'s sender ended: its queue, empty, forgotten. ValueError if it holds
+        keys. O(1)."""
+        if self.holds(owner):
+            raise ValueError(f"{owner} holds keys: its sender cannot end")
+        self.queues.pop(owner, None)
+
     def clear(self) -> int:
         """Forget every key held (the publisher closed). Returns how many. O(marks)."""
         held = self.held

@@ -5,13 +5,15 @@ primary that owns it, from ``CLUSTER SLOTS``) and asks it which primary serves e
 shard channels (:mod:`._sharding`). The map goes stale when a slot moves (resharding) or a
 primary fails and a replica is promoted; the bridge then learns it from a failure (a
 dropped connection, ``MOVED`` on ``SPUBLISH``, the ``sunsubscribe`` a primary pushes when
-the slot of a shard channel leaves it) and calls :meth:`Topology.refresh`, which asks the
-nodes it knows one after the other (the last map's nodes, then the startup URLs) and takes
-the first answer. While a primary is down and not yet replaced, every live node still
-names it: :meth:`Topology.wait_for_new_owner` polls the map at a short fixed interval
-(``poll_ms``, one ``CLUSTER SLOTS`` to a live node each) until another node owns the slot
-(the failover's promotion) or a deadline passes, so the bridge reconnects within one poll
-of the promotion rather than at its reconnect schedule's next step.
+the slot of a shard channel leaves it) or, publishing, from a send that outlasts
+``poll_ms`` (its primary paused or silent: the map is read every ``poll_ms`` while it
+lasts), and calls :meth:`Topology.refresh`, which asks the nodes it knows one after the
+other (the last map's nodes, then the startup URLs) and takes the first answer. While a
+primary is down and not yet replaced, every live node still names it:
+:meth:`Topology.wait_for_new_owner` polls the map at a short fixed interval (``poll_ms``,
+one ``CLUSTER SLOTS`` to a live node each) until another node owns the slot (the
+failover's promotion) or a deadline passes, so the bridge reconnects within one poll of
+the promotion rather than at its reconnect schedule's next step.
 """
 
 from __future__ import annotations
