@@ -94,11 +94,14 @@ async def running(server: IdleServer, clients: list[Client]) -> AsyncIterator[No
             await asyncio.wait([c.closed for c in clients], timeout=HANG_GUARD_S)
 
 
-async def wait_until(predicate: Callable[[], bool], timeout_s: float) -> None:
+async def wait_until(
+    predicate: Callable[[], bool], timeout_s: float, state: Callable[[], str] = str
+) -> None:
+    """Until ``predicate()``; past ``timeout_s`` (a hang guard), fail saying ``state()``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while not predicate():
-        assert loop.time() < deadline, "condition not reached in time"
+        assert loop.time() < deadline, f"condition not reached in time {state()}"
         await asyncio.sleep(0.01)
 
 
@@ -151,10 +154,19 @@ async def talk_round(server: IdleServer, clock: ManualClock, chatty: list[Client
         client.send(b".")
     tracker = server.tracker
 
-    def all_touched() -> bool:
-        return sum(tracker.last_touch_ms(key) == now_ms for key in tracker) == len(chatty)
+    def touched() -> int:
+        return sum(tracker.last_touch_ms(key) == now_ms for key in tracker)
 
-    await wait_until(all_touched, HANG_GUARD_S)
+    def state() -> str:  # what a failure needs to tell a lost write from a reaped client
+        closing = sum(c.transport is None or c.transport.is_closing() for c in chatty)
+        return (
+            f"(clock {now_ms}: touched {touched()} of {len(chatty)} chatty, "
+            f"{closing} of them closing; tracked {sum(1 for _ in tracker)}, "
+            f"connections {server.connections}, reaped {server.reaped}, "
+            f"reaper wake-ups {server.timer.reaper_wakeups})"
+        )
+
+    await wait_until(lambda: touched() == len(chatty), HANG_GUARD_S, state)
     reaped = server.reaped
     await reaper_polls(server)
     assert server.reaped == reaped, "reaped before its timeout"
