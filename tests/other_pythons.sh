@@ -29,7 +29,7 @@ deselect=(--deselect
     tests/core/test_purgatory.py::test_purge_bounds_memory_with_a_million_operations_completed_outside)
 # what the subset imports beyond the library's extras (with the dev extra's ranges);
 # setuptools and Cython also build the wheel (the build requirements' ranges)
-test_deps=(pytest pytest-asyncio numpy setuptools cython)
+test_deps=(pytest pytest-asyncio pytest-timeout numpy setuptools cython)
 # the library's extras the subset needs (tests/test_public_api.py imports contrib/)
 extras="uvloop,trio,redis,prometheus"
 work="$root/build/other_pythons"

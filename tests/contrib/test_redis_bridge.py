@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypedDict, Unpack
 
 import pytest
+import redis.asyncio
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, TopicPartition
 from purgatory.contrib.redis import (
@@ -31,6 +32,7 @@ from purgatory.contrib.redis import (
     decode_key,
     encode_key,
 )
+from purgatory.contrib.redis._connection import aclose
 from tests.childproc import Child
 from tests.contrib.redis_kit import RedisServer
 
@@ -685,6 +687,30 @@ async def test_close_is_clean_and_leaves_no_task(server: RedisServer) -> None:
         with pytest.raises(RuntimeError, match="cannot restart"):
             await events.start()
         assert not bridge_tasks()
+
+
+@pytest.mark.asyncio
+async def test_a_close_cancelled_at_its_first_await_still_closes_the_connection(
+    server: RedisServer,
+) -> None:
+    """A bridge that closes cancels its tasks every 50 ms until they end (``stop_all``),
+    so a task's close of its client can be cancelled. redis-py closes a socket only after
+    awaits of its own: a close cut there left the socket open, and uvloop, closing its loop
+    with warnings as errors, then waited on the leaked transport for ever (a fresh clone's
+    run hung in a cluster test's teardown). Cancelled at its first await, and again, the
+    close goes on to the end, then the cancellation is raised."""
+    client = redis.asyncio.Redis.from_url(server.url, single_connection_client=True)
+    assert await client.ping()
+    connection = client.connection
+    assert connection is not None and connection.is_connected
+    closing = asyncio.create_task(aclose(client))
+    await asyncio.sleep(0)  # the close runs to its first await
+    closing.cancel()
+    await asyncio.sleep(0)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert not connection.is_connected
 
 
 @pytest.mark.asyncio

@@ -259,8 +259,10 @@ class ClusterKeyPublisher(KeyPublisher):
                 await self._route()
         finally:
             senders = [s.task for s in self._senders.values() if s.task is not None]
-            await stop_all(senders + list(self._retiring))
-            await self._disconnect()
+            try:
+                await stop_all(senders + list(self._retiring))
+            finally:  # also when stop_all ends raising the cancellation it kept
+                await self._disconnect()
 
     async def _wait_for_work(self) -> None:
         """Until a wake-up (keys published, or handed back by a sender), or, while keys
@@ -546,7 +548,9 @@ class ClusterKeyPublisher(KeyPublisher):
                 assert held or not sender.idle or sender.wake.is_set(), owner
 
     async def _disconnect(self) -> None:
+        clients = []
         for sender in self._senders.values():
             client, sender.client = sender.client, None
             if client is not None:
-                await aclose(client)
+                clients.append(client)
+        await aclose(*clients)

@@ -172,8 +172,7 @@ class ClusterKeyEvents(KeyEvents):
             self.routing.failed = (self.routing.slots[shards[0]], owner)
             raise
         finally:
-            await aclose(pubsub)
-            await aclose(client)
+            await aclose(pubsub, client)
 
     async def _confirmed(self, pubsub: Any, owner: Address, shards: list[int]) -> None:
         """Send the ``SSUBSCRIBE``s and wait for every confirmation, at most

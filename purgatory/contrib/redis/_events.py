@@ -386,6 +386,5 @@ class KeyEvents(_ChannelTask):
                     exc, "subscription lost (%s); reconnecting, then re-checking every watched key"
                 )
             finally:
-                await aclose(pubsub)
-                await aclose(client)
+                await aclose(pubsub, client)
             await self._wait_to_retry()
