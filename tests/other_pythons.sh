@@ -52,15 +52,6 @@ find_python() {
         2>/dev/null && echo "$found"
 }
 
-# The dev extra's requirements named by test_deps, one a line (read by Python $1).
-test_requirements() {
-    "$1" - "$root/pyproject.toml" "${test_deps[@]}" <<'PY'
-import re, sys, tomllib
-dev = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["dev"]
-wanted = {name.lower() for name in sys.argv[2:]}
-print("\n".join(r for r in dev if re.split(r"[<>=!~; \[]", r)[0].lower() in wanted))
-PY
-}
 
 # A venv for version $1 with interpreter $2: the test tools, then the wheel built (in
 # the venv: no isolated build environment to make) from the unpacked sdist, with extras.
@@ -89,7 +80,9 @@ mkdir -p "$work/src" "$work/wheels"
 # the same C serves every CPython), and pip caches no wheel built from a folder, so no
 # stale wheel from an earlier run is reused
 tar -xzf "$sdist" -C "$work/src" --strip-components=1
-mapfile -t requirements < <(test_requirements "${pythons[0]}")
+only=()
+for name in "${test_deps[@]}"; do only+=(--only "$name"); done
+mapfile -t requirements < <("${pythons[0]}" "$root/tests/dev_requirements.py" "${only[@]}" "$root")
 
 for i in "${!versions[@]}"; do
     version="${versions[$i]}"
