@@ -1,13 +1,14 @@
 """Print the third-party requirements of the distributions' ``dev`` extras, one a line.
 
-Usage: ``python tests/dev_requirements.py [--only NAME]... FOLDER...``, each FOLDER
-holding a ``pyproject.toml`` (the repository's root, ``broker/``). A requirement naming one
-of those distributions (``aio-purgatory[uvloop,trio]``, ``purgatory-broker[sim]``) is
-replaced by the requirements of the extras it names, recursively; what is left is what pip
-must fetch. ``--only`` (repeated) keeps the requirements of the named projects (their ranges as the
-extras give them). The scripts of the README's test command use it: install_wheels.sh
-installs these while the wheels build, other_pythons.sh installs the test tools it names.
-Standard library only (any Python 3.11+ runs it).
+Usage: ``python tests/dev_requirements.py [--only NAME]... [--extra EXTRA]... FOLDER...``,
+each FOLDER holding a ``pyproject.toml`` (the repository's root, ``broker/``). A
+requirement naming one of those distributions (``aio-purgatory[uvloop,trio]``,
+``purgatory-broker[sim]``) is replaced by the requirements of the extras it names,
+recursively; what is left is what pip must fetch. ``--only`` (repeated) keeps the
+requirements of the named projects (their ranges as the extras give them); ``--extra``
+(repeated) reads those extras instead of ``dev``. The scripts of the README's test command
+use it: install_wheels.sh installs these while the wheels build, other_pythons.sh the test
+tools and the extras it needs. Standard library only (any Python 3.11+ runs it).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirements(folders: list[Path]) -> list[str]:
-    """The third-party requirements of each folder's project and its ``dev`` extra, in
+def requirements(folders: list[Path], extras: tuple[str, ...] = ("dev",)) -> list[str]:
+    """The third-party requirements of each folder's project and its ``extras``, in
     order, each once."""
     projects = {}
     for folder in folders:
@@ -54,18 +55,19 @@ def requirements(folders: list[Path]) -> list[str]:
                     expand(dependency, [extra])
 
     for name in projects:
-        expanded.add((name, "dev"))
-        expand(name, ["dev"])
+        expanded.update((name, extra) for extra in extras)
+        expand(name, list(extras))
     return list(found)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
+    parser.add_argument("--extra", action="append", default=[], metavar="EXTRA")
     parser.add_argument("folders", nargs="+", type=Path, metavar="FOLDER")
     args = parser.parse_args(argv)
     wanted = {_normal(name) for name in args.only}
-    for requirement in requirements(args.folders):
+    for requirement in requirements(args.folders, tuple(args.extra) or ("dev",)):
         match = _NAME.match(requirement)
         assert match is not None  # checked by requirements()
         if not wanted or _normal(match.group(1)) in wanted:

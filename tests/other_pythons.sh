@@ -31,7 +31,7 @@ deselect=(--deselect
 # setuptools and Cython also build the wheel (the build requirements' ranges)
 test_deps=(pytest pytest-asyncio pytest-timeout numpy setuptools cython)
 # the library's extras the subset needs (tests/test_public_api.py imports contrib/)
-extras="uvloop,trio,redis,prometheus"
+extras=(uvloop trio redis prometheus)
 work="$root/build/other_pythons"
 
 fail() {
@@ -52,17 +52,19 @@ find_python() {
         2>/dev/null && echo "$found"
 }
 
-
 # A venv for version $1 with interpreter $2: the test tools, then the wheel built (in
-# the venv: no isolated build environment to make) from the unpacked sdist, with extras.
+# the venv: no isolated build environment to make) from the unpacked sdist.
 install() {
     local version="$1" python="$2" venv="$work/$1"
     local pip=("$venv/bin/python" -m pip -q)
-    # chained: called where a failure is handled (||), set -e does not stop it
+    # chained: called where a failure is handled (||), set -e does not stop it. One
+    # resolve for the tools and the extras' requirements; no .pyc compiled ahead for a
+    # venv that runs two short passes (most of numpy, Cython and setuptools is never
+    # imported); the wheel itself with --no-deps (its requirements are there)
     "$python" -m venv "$venv" &&
-        "${pip[@]}" install "${requirements[@]}" &&
+        "${pip[@]}" install --no-compile "${requirements[@]}" &&
         CFLAGS=-O0 "${pip[@]}" wheel --no-build-isolation --no-deps -w "$work/wheels" "$work/src" &&
-        "${pip[@]}" install "$(ls "$work"/wheels/aio_purgatory-*-cp"${version/./}"-*.whl)[$extras]"
+        "${pip[@]}" install --no-compile --no-deps "$(ls "$work"/wheels/aio_purgatory-*-cp"${version/./}"-*.whl)"
 }
 
 sdist="$(ls "$root"/build/wheels/sdist/aio_purgatory-*.tar.gz 2>/dev/null || true)"
@@ -80,9 +82,13 @@ mkdir -p "$work/src" "$work/wheels"
 # the same C serves every CPython), and pip caches no wheel built from a folder, so no
 # stale wheel from an earlier run is reused
 tar -xzf "$sdist" -C "$work/src" --strip-components=1
-only=()
+only=() extra=()
 for name in "${test_deps[@]}"; do only+=(--only "$name"); done
-mapfile -t requirements < <("${pythons[0]}" "$root/tests/dev_requirements.py" "${only[@]}" "$root")
+for name in "${extras[@]}"; do extra+=(--extra "$name"); done
+mapfile -t requirements < <(
+    "${pythons[0]}" "$root/tests/dev_requirements.py" "${only[@]}" "$root"
+    "${pythons[0]}" "$root/tests/dev_requirements.py" "${extra[@]}" "$root"
+)
 
 for i in "${!versions[@]}"; do
     version="${versions[$i]}"
