@@ -66,14 +66,13 @@ class AsyncioSleeper(SleeperBase):
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-        when_ms = self._wake_time_ms()
-        if when_ms is None:
+        sleep_s = self._sleep_s()
+        if sleep_s is None:
             return
-        delay_ms = when_ms - self._timer.now_ms()
-        if delay_ms <= 0:
-            self.wake()
+        if sleep_s:
+            self._handle = self._loop.call_later(sleep_s, self.wake)
         else:
-            self._handle = self._loop.call_later(delay_ms / 1000, self.wake)
+            self.wake()
 
     def wake(self) -> None:
         waiter = self._waiter

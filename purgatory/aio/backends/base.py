@@ -33,9 +33,15 @@ from typing import Any, Protocol, TypeVar
 from ...core.clock import ClockReader
 from ...core.timer import WheelTimer
 
-__all__ = ["Backend", "Sleeper", "SleeperBase", "TaskHandle"]
+__all__ = ["WAKE_MARGIN_S", "Backend", "Sleeper", "SleeperBase", "TaskHandle"]
 
 T = TypeVar("T")
+
+#: what a sleeper sleeps past its wake time: a float sum of seconds may land a hair
+#: below a whole millisecond (8.0 + 0.001 is 8.000999...), which a clock read in
+#: truncated milliseconds would see as the millisecond before, polling too soon for
+#: its work and sleeping a millisecond more; a microsecond past it reads as it
+WAKE_MARGIN_S = 1e-6
 
 
 class Sleeper(Protocol):
@@ -110,6 +116,16 @@ class SleeperBase:
 
     def _arm(self) -> None:
         raise NotImplementedError
+
+    def _sleep_s(self) -> float | None:
+        """How long to sleep from now for the wake time: None if none, 0.0 if it
+        has come; else the time to it on the timer's clock (relative, so any clock
+        works) plus :data:`WAKE_MARGIN_S`, so a reading then is at or past it. O(1)."""
+        when_ms = self._wake_time_ms()
+        if when_ms is None:
+            return None
+        delay_ms = when_ms - self._timer.now_ms()
+        return delay_ms / 1000 + WAKE_MARGIN_S if delay_ms > 0 else 0.0
 
     def notify(self, expiration_ms: int) -> None:
         """Work now exists at ``expiration_ms``: sleep no later than that. O(1)."""

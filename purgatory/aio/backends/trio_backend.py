@@ -97,17 +97,13 @@ class TrioSleeper(SleeperBase):
         scope = self._scope
         if scope is None:
             return
-        when_ms = self._wake_time_ms()
-        if when_ms is None:
+        sleep_s = self._sleep_s()
+        if sleep_s is None:
             scope.deadline = math.inf
-            return
-        delay_ms = when_ms - self._timer.now_ms()
-        if delay_ms <= 0:
-            scope.cancel()
+        elif sleep_s:
+            scope.deadline = trio.current_time() + sleep_s
         else:
-            # relative to the timer's clock, so any clock works; with the default
-            # clock (trio's) this lands on or just after when_ms: never early
-            scope.deadline = trio.current_time() + delay_ms / 1000
+            scope.cancel()
 
     def wake(self) -> None:
         scope = self._scope
