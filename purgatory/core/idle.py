@@ -236,8 +236,8 @@ class _Tracker:
             assert task._tracker is self, "task of another tracker"
             assert task.touched_ms <= now_ms, "touched in the future"
             assert task._list is not None, f"the task of tracked key {key!r} is in no bucket"
-            assert task.expiration_ms <= task.touched_ms + bound_ms, (
-                f"task of {key!r} expires at {task.expiration_ms}, after the deadline "
+            assert task.deadline_ms <= task.touched_ms + bound_ms, (
+                f"task of {key!r} is due at {task.deadline_ms}, after the deadline "
                 f"{task.touched_ms + self._timeout_ms} plus a tick"
             )
         assert len(self._tasks) <= len(self._timer), "more keys than timer tasks"

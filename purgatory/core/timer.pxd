@@ -39,15 +39,14 @@ cdef class WheelTimer(TaskSink):
         now_s=cython.double,
         now_ms=cython.longlong,
         deadline_ms=cython.longlong,
-        expiration_ms=cython.longlong,
     )
     cpdef add(self, TimerTask task)
 
-    @cython.locals(deadline_ms=cython.longlong, expiration_ms=cython.longlong)
+    @cython.locals(deadline_ms=cython.longlong)
     cpdef _add_checked(self, TimerTask task, long long delay_ms)
 
     @cython.locals(due=TimerTaskList, was_empty=cython.bint)
-    cpdef _add_due(self, TimerTask task, long long expiration_ms)
+    cpdef _add_due(self, TimerTask task, long long deadline_ms)
 
     cpdef _reinsert(self, TimerTask task)
 
@@ -57,6 +56,7 @@ cdef class WheelTimer(TaskSink):
         due=TimerTaskList,
         queue=DelayQueue,
         wheel=TimingWheel,
+        wheels_ms=cython.longlong,
         bucket=TimerTaskList,
         ran=Py_ssize_t,
     )

@@ -7,46 +7,52 @@ waiting. It reads its clock, files tasks and runs what is due when asked
 bucket, as Kafka's ``SystemTimerReaper`` wraps a ``Timer``). :class:`Timer` is
 the interface the purgatory and the idle tracker accept (Kafka's ``Timer``).
 
-``add(task)`` reads the clock once, notes the task's deadline
-``deadline_ms = now + delay_ms``, computes its expiration (below: never early)
-and hands the task to the wheel: O(1) for delays within the finest wheel's
-interval, O(levels) beyond. An entry the wheel refuses because it is already due
-goes to the *due list* (a bucket of its own, so cancelling it is still O(1)); it
-runs at the next ``poll``, never inside ``add``, so code that schedules a task
-is never re-entered by it.
+``add(task)`` reads the clock once, sets the task's deadline ``deadline_ms =
+now + delay_ms`` and hands the task to the wheel, which files it by that
+deadline: O(1) for delays within the finest wheel's interval, O(levels) beyond.
+An entry the wheel refuses because it is already due (and a delay of zero or
+less) goes to the *due list* (a bucket of its own, so cancelling it is still
+O(1)); it runs at the next ``poll``, never inside ``add``, so code that
+schedules a task is never re-entered by it.
 
 ``poll()`` is the synchronous heart of the timer and needs no event loop:
 
 1. run the tasks in the due list;
-2. while the delay queue's earliest bucket has expired at ``now``: advance the
-   wheel to the bucket's expiration and flush the bucket back through
-   *reinsert*: each entry goes to the wheel again, landing in a finer bucket,
-   or, refused as due, runs now (unless it was cancelled meanwhile). A bucket of
-   the finest wheel holds only due entries, so its flush runs them directly.
+2. while the delay queue's earliest bucket has expired at the wheels' time
+   (below): advance the wheel to the bucket's expiration and flush the bucket
+   back through *reinsert*: each entry goes to the wheel again, landing in a
+   finer bucket, or, refused as due, runs now (unless it was cancelled
+   meanwhile). A bucket of the finest wheel holds only due entries, so its
+   flush runs them directly.
 
-Never early. A task runs at the first poll whose clock reading has reached its
-bucket's expiration, and a bucket expires at the start of its tick. The clock
-reads whole milliseconds, truncated: a reading of ``now`` may be anything in
-``[now, now + 1)``, so the true deadline is below ``now + delay_ms + 1``. ``add``
-therefore gives a task with a positive delay the expiration ``now + delay_ms +
-tick_ms``, which lies in the first tick starting at or after that: its finest
-bucket expires at ``ceil((now + delay_ms + 1) / tick_ms) * tick_ms``. A poll runs
-it only once the clock reads at least that (a clock reading is never ahead of the
-true time), and a coarser bucket flushed on the way re-files it with the same
-expiration, so it lands in that same finest bucket (or runs, if the coarse
-bucket started exactly there): it never runs before ``delay_ms`` has passed, and
-at most one tick after (plus however late the poll comes). Example, tick 10:
-added at 10.9 (the clock reads 10) with 25, deadline 35.9, expiration 45, in the
-bucket of [40, 50): it runs at the first poll at 40 or after. One addition, no
-rounding: the wheel finds the bucket as it does for any expiration. A delay of
-zero or less is due at the next poll.
+Never early. The wheels are Kafka's, and in Kafka a bucket expires at the start
+of its tick, so a task filed by its deadline would run up to a tick before it.
+Here the wheels keep their own time, the clock's less a *pad* of one tick: they
+start at ``now - tick_ms``, and a poll at ``now`` expires what is due at ``now -
+tick_ms`` (the earliest bucket's expiration is compared with that, and
+:meth:`WheelTimer.next_expiration_ms` adds the pad back). So the finest bucket
+that holds a deadline ``d`` (the tick ``[k, k + tick_ms)`` containing it)
+expires by the clock at ``k + tick_ms``, the end of that tick: after ``d``.
+The clock reads whole milliseconds, truncated: a reading of ``now`` may be
+anything in ``[now, now + 1)``, so the true deadline is below ``d + 1``, which
+is at most ``k + tick_ms``, and a clock reading never runs ahead of the true
+time: a task never runs before ``delay_ms`` has passed, and at most one tick
+after (plus however late the poll comes). A coarser bucket flushed on the way
+re-files its tasks by the same deadlines, in the same time, so they land in
+those finest buckets (or run, if due). Example, tick 10: added at 10.9 (the
+clock reads 10) with 25, deadline 35 (35.9 in true time), in the bucket of [30,
+40) of the wheels' time, which expires when the clock reads 40. The pad costs
+``add`` nothing: one subtraction a poll, and one addition where a time leaves
+the wheels (``next_expiration_ms`` and the wake-ups). A delay of zero or less
+is due at the next poll.
 
-``may_expire_early=True`` keeps Kafka's filing instead: ``expiration = now +
-delay_ms``, in the bucket of the tick containing it, so a task may run up to one
-tick (``tick_ms - 1`` ms by the clock, nearly ``tick_ms`` in true time) before
-its deadline, and never later than the poll after its tick starts. In both modes
-the task's ``deadline_ms`` is ``now + delay_ms`` (the lateness the purgatory
-measures counts from it, and counts the expiries before it).
+``may_expire_early=True`` keeps Kafka's filing instead, with no pad: a task is
+filed in the bucket of the tick containing its deadline, which expires at that
+tick's start, so it may run up to one tick (``tick_ms - 1`` ms by the clock,
+nearly ``tick_ms`` in true time) before its deadline, and never later than the
+poll after its tick starts. In both modes ``deadline_ms`` is ``now + delay_ms``
+(the lateness the purgatory measures counts from it, and counts the expiries
+before it).
 
 The reaper (:mod:`purgatory.aio.reaper`) calls ``poll`` when the earliest bucket
 with tasks expires and sleeps otherwise, woken earlier through
@@ -254,27 +260,35 @@ class WheelTimer(TaskSink):
             ("tick_ms", tick_ms, MAX_DELAY_MS),
             ("wheel_size", wheel_size, MAX_WHEEL_SIZE),
         ):
-            if type(value) is int and value > limit:
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"{setting} must be a positive int, not {value!r}")
+            if value > limit:
                 raise ValueError(f"{setting} must be at most {limit}, not {value!r}")
         self.name = name
         self._clock = clock
         self.use_reader(None)
+        # invariant: tick_ms (never early), or 0 with may_expire_early (Kafka's
+        # filing): how far the wheels' time runs behind the clock (module doc)
+        self._pad_ms = 0 if may_expire_early else tick_ms
         # invariant: value == len(self), the entries in the wheels and the due list
         self._counter = TaskCounter()
         self._queue = DelayQueue()
-        self._wheel = TimingWheel(tick_ms, wheel_size, self.now_ms(), self._counter, self._queue)
-        # what add puts after a positive delay's deadline: a tick (never early, see
-        # add), or 0 with may_expire_early (Kafka's filing: up to a tick early)
-        self._pad_ms = 0 if may_expire_early else self._wheel.tick_ms
-        # invariant: holds only entries the wheel refused as due; expiration_ms stays -1
+        self._wheel = self._new_wheel(tick_ms, wheel_size, self._queue)
+        # invariant: holds only tasks due at the next poll; expiration_ms stays -1
         self._due = TimerTaskList(self._counter, finest=True)
         self._ran = 0  # tasks run by the current poll
         self._flushed = 0  # buckets flushed by the last poll
         self._poll_now_ms: int | None = None  # the time the running poll read; None outside
-        # called with an expiration when work appears earlier than any before (add_wakeup)
+        # called with a time (the clock's) when work appears earlier than any before
         self._wakeups: list[Callable[[int], None]] = []
-        self._queue.on_earlier = self._notify_wakeups
         self._errors: list[BaseException] | None = None
+
+    def _new_wheel(self, tick_ms: int, wheel_size: int, queue: DelayQueue) -> TimingWheel:
+        """A finest wheel starting at the wheels' time now (the clock's less the
+        pad), its buckets queued in ``queue``. O(wheel_size)."""
+        queue.on_earlier = self._notify_bucket
+        start_ms = self.now_ms() - self._pad_ms
+        return TimingWheel(tick_ms, wheel_size, start_ms, self._counter, queue)
 
     @property
     def clock(self) -> Clock:
@@ -352,9 +366,8 @@ class WheelTimer(TaskSink):
         The task runs no earlier than ``delay_ms`` after this call and at most one
         tick (plus the poll's delay) after that; with ``may_expire_early``, up to
         ``tick_ms`` before it instead, as in Kafka (see the module doc). Sets the
-        task's ``deadline_ms`` (the clock now plus ``delay_ms``) and
-        ``expiration_ms`` (when its bucket expires). A delay of zero or less makes
-        the task due at the next poll. O(1) within the finest wheel's interval,
+        task's ``deadline_ms``: the clock now plus ``delay_ms``. A delay of zero or
+        less makes the task due at the next poll. O(1) within the finest wheel's interval,
         O(levels) beyond it.
         """
         delay = task.delay_ms
@@ -379,13 +392,11 @@ class WheelTimer(TaskSink):
                         now_ms = read_ms()
                     else:
                         now_ms = self._reader.now_ms()
+                # filed by its deadline in the wheels' time, which runs a tick
+                # behind the clock: never early at no cost here (module doc)
                 deadline_ms = now_ms + delay_ms
-                task.deadline_ms = deadline_ms
-                # never early (module doc): the true deadline is below deadline_ms +
-                # 1, and a tick later lies in the first tick that starts at or after it
-                expiration_ms = deadline_ms + self._pad_ms
-                if not self._wheel.add(task, expiration_ms):  # may_expire_early only
-                    self._add_due(task, expiration_ms)
+                if not self._wheel.add(task, deadline_ms):  # may_expire_early only
+                    self._add_due(task, deadline_ms)
                 return
         self._add_checked(task, coerce_delay(delay))
 
@@ -393,35 +404,41 @@ class WheelTimer(TaskSink):
         """``add`` for any delay but a short positive int: ``delay_ms`` coerced and
         checked (zero or less: due at the next poll). O(levels)."""
         deadline_ms = self.now_ms() + delay_ms
-        task.deadline_ms = deadline_ms
-        expiration_ms = deadline_ms + self._pad_ms if delay_ms > 0 else deadline_ms
-        if not self._wheel.add(task, expiration_ms):
-            self._add_due(task, expiration_ms)
+        if delay_ms <= 0 or not self._wheel.add(task, deadline_ms):
+            self._add_due(task, deadline_ms)
 
-    def _add_due(self, task: TimerTask, expiration_ms: int) -> None:
+    def _add_due(self, task: TimerTask, deadline_ms: int) -> None:
         due = self._due
         was_empty = not due
-        due.add(task, expiration_ms)
+        due.add(task, deadline_ms)
         if was_empty and self._wakeups:
-            self._notify_wakeups(expiration_ms)
+            self._notify_wakeups(deadline_ms)
 
     def add_wakeup(self, wake: Callable[[int], None]) -> None:
-        """Call ``wake(expiration_ms)`` whenever work appears earlier than all the
-        work before it (a bucket earlier than any queued, or a due task), until
-        :meth:`remove_wakeup`. How a sleeping reaper learns to wake sooner. O(1)."""
+        """Call ``wake(time_ms)`` whenever work appears earlier than all the work
+        before it (a bucket earlier than any queued, or a due task), until
+        :meth:`remove_wakeup`; ``time_ms`` is when, by the clock, the next poll
+        has that work. How a sleeping reaper learns to wake sooner. O(1)."""
         self._wakeups.append(wake)
 
     def remove_wakeup(self, wake: Callable[[int], None]) -> None:
         """Stop calling ``wake``; ValueError if it was not added. O(wakeups)."""
         self._wakeups.remove(wake)
 
-    def _notify_wakeups(self, expiration_ms: int) -> None:
+    def _notify_wakeups(self, time_ms: int) -> None:
         for wake in self._wakeups:
-            wake(expiration_ms)
+            wake(time_ms)
+
+    def _notify_bucket(self, expiration_ms: int) -> None:
+        """The delay queue's earliest bucket moved earlier: tell the wake-ups when it
+        expires by the clock (the wheels' time plus the pad)."""
+        time_ms = expiration_ms + self._pad_ms
+        for wake in self._wakeups:  # _notify_wakeups, inlined: one call, as before the pad
+            wake(time_ms)
 
     def _reinsert(self, task: TimerTask) -> None:
         """Put a flushed task back in the wheel, or run it if it is due."""
-        if not self._wheel.add(task, task.expiration_ms):
+        if not self._wheel.add(task, task.deadline_ms):
             self._run_due(task)
 
     def poll(self) -> int:
@@ -453,7 +470,8 @@ class WheelTimer(TaskSink):
                     raise
             queue = self._queue
             wheel = self._wheel
-            bucket = queue.poll_expired(now_ms)
+            wheels_ms = now_ms - self._pad_ms  # the wheels' time (module doc)
+            bucket = queue.poll_expired(wheels_ms)
             while bucket is not None:
                 self._flushed += 1
                 wheel.advance_clock(bucket.expiration_ms)
@@ -464,7 +482,7 @@ class WheelTimer(TaskSink):
                 except BaseException:
                     self._keep_bucket(bucket)
                     raise
-                bucket = queue.poll_expired(now_ms)
+                bucket = queue.poll_expired(wheels_ms)
             ran = self._ran
         except BaseException:
             # KeyboardInterrupt or SystemExit from a task: what the pass collected
@@ -487,7 +505,7 @@ class WheelTimer(TaskSink):
         while fresh:
             task = fresh._next
             assert isinstance(task, TimerTask)
-            interrupted.add(task, task.expiration_ms)  # moves it, order kept
+            interrupted.add(task, task.deadline_ms)  # moves it, order kept
 
     def _keep_bucket(self, bucket: TimerTaskList) -> None:
         """A flush was interrupted: queue the bucket again with what it still holds,
@@ -530,8 +548,9 @@ class WheelTimer(TaskSink):
         return self._flushed
 
     def next_expiration_ms(self) -> int | None:
-        """When the next poll has work: now if tasks are due, else the expiration of
-        the earliest bucket that holds tasks; None when nothing is scheduled.
+        """When, by the clock, the next poll has work: now if tasks are due, else
+        when the earliest bucket that holds tasks expires; None when nothing is
+        scheduled.
 
         Buckets emptied by cancels are dropped from the delay queue on the way
         (see the module doc). O(1) when the earliest bucket holds tasks; O(log
@@ -539,7 +558,8 @@ class WheelTimer(TaskSink):
         """
         if self._due:
             return self.now_ms()
-        return self._queue.earliest_with_work()
+        expiration_ms = self._queue.earliest_with_work()
+        return None if expiration_ms is None else expiration_ms + self._pad_ms
 
     def rebase(self) -> None:
         """Restart an empty timer's wheel at the clock's current time. O(wheel_size).
@@ -552,10 +572,8 @@ class WheelTimer(TaskSink):
         if self._counter.value:
             raise RuntimeError(f"timer {self.name!r} holds tasks: it cannot be re-based")
         queue = DelayQueue()
-        queue.on_earlier = self._notify_wakeups
+        self._wheel = self._new_wheel(self.tick_ms, self.wheel_size, queue)
         self._queue = queue
-        now_ms = self.now_ms()
-        self._wheel = TimingWheel(self.tick_ms, self.wheel_size, now_ms, self._counter, queue)
 
     def _check_invariants(self) -> None:
         """Check every level, bucket and entry, and the shared counter. O(entries)."""

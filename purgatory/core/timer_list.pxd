@@ -17,7 +17,6 @@ cdef class TimerTask(_Link):
     cdef public TimerTaskList _list
     cdef public long long deadline_ms
     cdef public object delay_ms
-    cdef public long long expiration_ms
 
     cpdef cancel(self)
 
@@ -36,7 +35,7 @@ cdef class TimerTaskList(_Link):
     cdef public bint finest
 
     @cython.locals(tail=_Link)
-    cpdef add(self, TimerTask task, long long expiration_ms)
+    cpdef add(self, TimerTask task, long long deadline_ms)
 
     @cython.locals(counter=TaskCounter, head=_Link, nxt=_Link, finest=cython.bint)
     cpdef flush(self, TaskSink sink)

@@ -10,7 +10,7 @@ one bucket, a :class:`TimerTaskList`, with its absolute expiration:
 Kafka wraps each scheduling of a task in a separate entry object, so that
 threads racing on a moved task can tell its stale entry from its live one. Here
 everything runs on the event loop's thread, so the task carries its entry fields
-itself (its bucket, links and expiration): scheduling allocates nothing,
+itself (its bucket, links and deadline): scheduling allocates nothing,
 and "an entry belongs to at most one list" holds by construction.
 
 A bucket has an expiration (the start of the tick it covers), unset (-1) while
@@ -25,7 +25,7 @@ size is one integer read.
 
 Example, one bucket ``b`` and two tasks::
 
-    b.add(t1, 10); b.add(t2, 12)     # counter 2
+    b.add(t1, 10); b.add(t2, 12)     # deadlines 10 and 12; counter 2
     t1.cancel()                      # counter 1, O(1)
     b.expiration_ms = 10             # the wheel: changed, so offer b to the queue
     b.flush(f)                       # f(t2); counter 0; expiration -1
@@ -64,22 +64,21 @@ class TimerTask(_Link):
     ``delay_ms`` is a plain attribute, read when the task is added to a timer: an
     ``int`` (or a finite ``float``, rounded up); a negative delay means due now.
     The task carries its own scheduling state (Kafka's timer task entry): its
-    bucket, its links there and its expiration.
+    bucket, its links there and its deadline.
     """
 
-    __slots__ = ("_list", "deadline_ms", "delay_ms", "expiration_ms")
+    __slots__ = ("_list", "deadline_ms", "delay_ms")
 
     #: the constructor's signature for ``inspect`` and ``help()`` in the compiled core too
     __signature__ = InitSignature()
 
     # invariant: None, or the bucket this task is linked in (then _next/_prev are
-    # its neighbours there and expiration_ms is within that bucket's tick)
+    # its neighbours there and deadline_ms is within that bucket's tick)
     _list: TimerTaskList | None
     # set by the timer's add: the clock's time then plus delay_ms, the time the task
-    # was asked to run at (what lateness is measured from); expiration_ms is when its
-    # bucket expires, at or after it unless the timer may expire early (WheelTimer.add)
+    # was asked to run at (what lateness is measured from), and what the wheels
+    # file it by (the timer's pad keeps it from running before it: WheelTimer)
     deadline_ms: int
-    expiration_ms: int
 
     def __init__(self, delay_ms: int) -> None:
         "__init__(self, delay_ms)\n--\n\nA task to run ``delay_ms`` after it is added to a timer."
@@ -121,7 +120,7 @@ class TimerTask(_Link):
         return self._list is not None
 
     def __repr__(self) -> str:
-        state = f"due at {self.expiration_ms}" if self._list is not None else "idle"
+        state = f"due at {self.deadline_ms}" if self._list is not None else "idle"
         return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
 
 
@@ -179,10 +178,10 @@ class TimerTaskList(_Link):
             yield node
             node = node._next
 
-    def add(self, task: TimerTask, expiration_ms: int) -> None:
-        """Append ``task`` expiring at ``expiration_ms``, moving it out of any bucket. O(1)."""
+    def add(self, task: TimerTask, deadline_ms: int) -> None:
+        """Append ``task`` due at ``deadline_ms``, moving it out of any bucket. O(1)."""
         task._unlink()
-        task.expiration_ms = expiration_ms
+        task.deadline_ms = deadline_ms
         tail = self._prev
         task._next = self
         task._prev = tail

@@ -27,6 +27,6 @@ cdef class TimingWheel:
         tail=_Link,
         bucket_ms=cython.longlong,
     )
-    cpdef bint add(self, TimerTask task, long long expiration_ms) except -1
+    cpdef bint add(self, TimerTask task, long long deadline_ms) except -1
 
     cpdef advance_clock(self, long long time_ms)

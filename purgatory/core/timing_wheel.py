@@ -2,7 +2,9 @@
 
 A wheel has ``wheel_size`` buckets, each covering one tick of ``tick_ms``; the whole
 wheel spans ``interval_ms = tick_ms * wheel_size``. Its ``current_ms`` is the start
-of the current tick (always a multiple of ``tick_ms``). An entry expiring at ``e``:
+of the current tick (always a multiple of ``tick_ms``). The timer files a task by
+its ``deadline_ms``, in the wheels' own time (the clock's less a tick, unless it
+may expire early: :mod:`.timer`); an entry due at ``e``:
 
 * ``e < current_ms + tick_ms``: already due; refused (the timer runs it);
 * ``e < current_ms + interval_ms``: goes into bucket ``(e // tick_ms) % wheel_size``,
@@ -103,8 +105,10 @@ class TimingWheel:
             )
         return self.overflow
 
-    def add(self, task: TimerTask, expiration_ms: int) -> bool:
-        """Put ``task`` into its bucket on this or a coarser wheel, moving it there.
+    def add(self, task: TimerTask, deadline_ms: int) -> bool:
+        """Put ``task`` into the bucket of ``deadline_ms`` (its expiration ``e`` in the
+        module doc) on this or a coarser wheel, moving it there; sets its
+        ``deadline_ms``.
 
         Returns False, and stores nothing, if the task expires before
         ``current_ms + tick_ms`` (already due). O(1) for delays within this
@@ -116,14 +120,14 @@ class TimingWheel:
         while True:
             current_ms = wheel.current_ms
             tick_ms = wheel.tick_ms
-            if expiration_ms < current_ms + tick_ms:
+            if deadline_ms < current_ms + tick_ms:
                 return False
-            if expiration_ms < current_ms + wheel.interval_ms:
-                virtual_id = expiration_ms // tick_ms
+            if deadline_ms < current_ms + wheel.interval_ms:
+                virtual_id = deadline_ms // tick_ms
                 bucket = wheel._buckets[virtual_id % wheel.wheel_size]
                 if task._list is not None:
                     task._unlink()
-                task.expiration_ms = expiration_ms
+                task.deadline_ms = deadline_ms
                 tail = bucket._prev
                 task._next = bucket
                 task._prev = tail
@@ -173,8 +177,8 @@ class TimingWheel:
             assert expiration_ms % self.tick_ms == 0
             assert (expiration_ms // self.tick_ms) % self.wheel_size == index, "wrong slot"
             for task in bucket:
-                assert expiration_ms <= task.expiration_ms < expiration_ms + self.tick_ms, (
-                    f"task at {task.expiration_ms} outside its bucket's tick {expiration_ms}"
+                assert expiration_ms <= task.deadline_ms < expiration_ms + self.tick_ms, (
+                    f"task at {task.deadline_ms} outside its bucket's tick {expiration_ms}"
                 )
         overflow = self.overflow
         if overflow is not None:

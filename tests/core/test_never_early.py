@@ -144,15 +144,17 @@ def test_the_default_timers_never_expire_early() -> None:
     assert SystemTimer("t", clock=clock, may_expire_early=True).may_expire_early
 
 
-def test_a_task_notes_its_deadline_and_its_later_expiration() -> None:
+def test_a_task_notes_its_deadline_and_expires_at_the_end_of_its_tick() -> None:
     clock = ManualClock(1003)
     timer = WheelTimer("t", tick_ms=10, clock=clock)
     task = Stamp(25, SubMsClock(0))
     timer.add(task)
-    assert (task.deadline_ms, task.expiration_ms) == (1028, 1038)  # bucket [1030, 1040)
+    # the tick [1020, 1030) holds the deadline: its bucket expires at its end
+    assert (task.deadline_ms, timer.next_expiration_ms()) == (1028, 1030)
     early = WheelTimer("e", tick_ms=10, clock=clock, may_expire_early=True)
-    early.add(task)  # moves it: Kafka's filing
-    assert (task.deadline_ms, task.expiration_ms) == (1028, 1028)
+    early.add(task)  # moves it: Kafka's filing, the bucket expires at the tick's start
+    assert (task.deadline_ms, early.next_expiration_ms()) == (1028, 1020)
+    assert timer.next_expiration_ms() is None
 
 
 # -- a property test against the model ----------------------------------------

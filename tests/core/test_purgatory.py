@@ -435,7 +435,7 @@ def test_numpy_integer_delays_are_integers(clock: ManualClock) -> None:
     assert op.result() == "op:expired"
     task = Recorder(np.int32(3), "np", clock, [])  # type: ignore[arg-type]
     p.timer.add(task)
-    assert task.expiration_ms == clock.now_ms() + 3
+    assert task.deadline_ms == clock.now_ms() + 3
 
 
 def test_keys_given_twice_are_watched_once(clock: ManualClock) -> None:
