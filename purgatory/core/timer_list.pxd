@@ -37,5 +37,5 @@ cdef class TimerTaskList(_Link):
     @cython.locals(tail=_Link)
     cpdef add(self, TimerTask task, long long deadline_ms)
 
-    @cython.locals(counter=TaskCounter, head=_Link, nxt=_Link, finest=cython.bint)
+    @cython.locals(counter=TaskCounter, head=_Link, task=TimerTask, nxt=_Link, finest=cython.bint)
     cpdef flush(self, TaskSink sink)

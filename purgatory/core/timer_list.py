@@ -202,15 +202,18 @@ class TimerTaskList(_Link):
         head = self._next
         while head is not self:
             assert isinstance(head, TimerTask)
-            nxt = head._next  # head._unlink(), inlined: the expiry hot path
+            # typed as a task (a C type test once), so that the compiled core sets
+            # its _list in C: through the _Link it was a Python setattr a task
+            task = head
+            nxt = task._next  # task._unlink(), inlined: the expiry hot path
             self._next = nxt
             nxt._prev = self
-            head._list = None
+            task._list = None
             counter.value -= 1
             if finest:
-                sink._run_due(head)
+                sink._run_due(task)
             else:
-                sink._reinsert(head)
+                sink._reinsert(task)
             head = self._next
         self.expiration_ms = -1
 
