@@ -7,9 +7,10 @@ there) plus what needs a loop.
 Backends. ``async with purgatory`` binds it to the running library: an asyncio
 loop (asyncio, uvloop, anyio on asyncio) or a trio run (trio, anyio on trio),
 and starts its timer's reaper (``timer.start_reaper()``) if ``reaper_enabled``
-and none runs. Inside the block the compiled core keeps operations waiting in
-the timer out of the cyclic garbage collector (``untrack_pending``: the exit's
-shutdown hands them back). The purgatory itself is synchronous and the same on both. See
+and none runs. Inside the block the compiled core keeps operations out of the
+cyclic garbage collector from when they wait in the timer until the purgatory lets
+go of them (``untrack_pending``: the purge after they are done, or the exit's
+shutdown, hands them back). The purgatory itself is synchronous and the same on both. See
 :mod:`.reaper` for the reaper's task on each and :mod:`.operation` for awaiting.
 Callback errors met while it walks many operations go to the running library
 (the loop's exception handler; on trio the ``"purgatory"`` logger).

@@ -4,13 +4,6 @@ cimport cython
 from .timer_list cimport TimerTask
 
 
-# CPython's cyclic garbage collector (Purgatory.untrack_pending): tracking an object
-# already tracked is a fatal error, so gc_track is only called after gc_is_tracked
-cdef extern from "Python.h":
-    bint gc_is_tracked "PyObject_GC_IsTracked" (object)
-    void gc_track "PyObject_GC_Track" (object)
-
-
 cdef class CompletionListener:
     cpdef _operation_completed(self, Operation op, bint from_timer)
     cpdef _operation_cancelled(self, Operation op, bint from_timer)

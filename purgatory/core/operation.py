@@ -76,21 +76,6 @@ from ._signature import init_doc
 from .errors import OperationCancelledError
 from .timer_list import TimerTask
 
-try:
-    import cython
-except ImportError:  # the pure-Python core, with Cython not installed
-    from . import _cython_shim as cython
-
-if not cython.compiled:  # the compiled core cimports CPython's own (operation.pxd)
-
-    def gc_is_tracked(obj: object) -> bool:
-        """Whether the cyclic garbage collector tracks ``obj`` (compiled core only)."""
-        return True  # pragma: no cover - never reached: the pure core untracks nothing
-
-    def gc_track(obj: object) -> None:
-        """Hand ``obj`` back to the cyclic garbage collector (compiled core only)."""
-
-
 __all__ = ["CompletionListener", "Operation", "Outcome", "Waiter", "set_await_hooks"]
 
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -253,8 +238,6 @@ class Operation(TimerTask):
         """
         if self._state != _PENDING:
             return False
-        if cython.compiled and not gc_is_tracked(self):
-            gc_track(self)  # pending in an entered purgatory: see Purgatory.untrack_pending
         self._state = _EXPIRED if self._expiring else _COMPLETED
         was_scheduled = self._list is not None
         if was_scheduled:
@@ -300,8 +283,6 @@ class Operation(TimerTask):
         """
         if self._state != _PENDING:
             return False
-        if cython.compiled and not gc_is_tracked(self):
-            gc_track(self)
         self._state = _CANCELLED
         was_scheduled = self._list is not None
         if was_scheduled:

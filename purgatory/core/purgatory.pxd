@@ -6,8 +6,12 @@ from .operation cimport CompletionListener, Operation
 from .timer cimport WheelTimer
 
 
+# CPython's cyclic garbage collector (Purgatory.untrack_pending): tracking an object
+# already tracked is a fatal error, so gc_track is only called after gc_is_tracked
 cdef extern from "Python.h":
     void gc_untrack "PyObject_GC_UnTrack" (object)
+    bint gc_is_tracked "PyObject_GC_IsTracked" (object)
+    void gc_track "PyObject_GC_Track" (object)
 
 
 cdef class Purgatory(CompletionListener):
@@ -64,6 +68,10 @@ cdef class Purgatory(CompletionListener):
 
     @cython.locals(removed=Py_ssize_t, done=list, op=Operation)
     cpdef Py_ssize_t purge_completed(self) except -1
+
+    @cython.final
+    @cython.locals(op=Operation)
+    cdef int _let_go(self, list done) except -1
 
     @cython.locals(watchers=dict, ops=dict)
     cdef Py_ssize_t _unwatch(self, Operation op, key) except -1

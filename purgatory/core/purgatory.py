@@ -114,6 +114,13 @@ if not cython.compiled:  # the compiled core cimports CPython's own (purgatory.p
     def gc_untrack(obj: object) -> None:
         """Take ``obj`` out of the cyclic garbage collector (compiled core only)."""
 
+    def gc_is_tracked(obj: object) -> bool:
+        """Whether the cyclic garbage collector tracks ``obj`` (compiled core only)."""
+        return True  # the pure core untracks nothing
+
+    def gc_track(obj: object) -> None:
+        """Hand ``obj`` back to the cyclic garbage collector (compiled core only)."""
+
 
 __all__ = ["BUILD", "DEFAULT_PURGE_INTERVAL", "Purgatory", "PurgatoryStatistics"]
 
@@ -205,7 +212,9 @@ class Purgatory(CompletionListener):
         # invariant: no empty list; each list holds operations watched on its key,
         # oldest first (a dict used as an ordered set: O(1) removal of any one)
         self._watchers: dict[Hashable, dict[Operation, None]] = {}
-        # invariant: every done operation still in a watcher list is in here
+        # invariant: every done operation still in a watcher list is in here, and so is
+        # every done one the collector does not track (untrack_pending): _let_go hands
+        # each back as it leaves
         self._done_watched: list[Operation] = []
         self._watched = 0  # invariant: == sum of the lengths of the watcher lists
         # changes whenever a key gains or loses its list (or _watchers is replaced),
@@ -463,6 +472,7 @@ class Purgatory(CompletionListener):
         removed = 0
         done = self._done_watched
         self._done_watched = []
+        self._let_go(done)
         for op in done:
             if op._nkeys > 1:
                 for key in op._keys:
@@ -473,6 +483,15 @@ class Purgatory(CompletionListener):
         self._purged += removed
         self._purges += 1
         return removed
+
+    def _let_go(self, done: list[Operation]) -> None:
+        """Hand ``done`` operations, which this purgatory is about to stop holding, back
+        to the cyclic garbage collector (see :meth:`untrack_pending`). O(len(done)) in
+        the compiled core; nothing in the pure one."""
+        if cython.compiled:
+            for op in done:
+                if not gc_is_tracked(op):
+                    gc_track(op)
 
     def _unwatch(self, op: Operation, key: Hashable) -> int:
         """Take ``op`` out of ``key``'s list, dropping the list if that empties it;
@@ -496,15 +515,19 @@ class Purgatory(CompletionListener):
         timer, from now until :meth:`shutdown`. O(1).
 
         In the compiled core, an operation this purgatory adds to the timer is
-        untracked (``gc.is_tracked`` says False) until it completes or is cancelled,
-        when it is tracked again: the collector stops walking every pending operation
-        at each of its passes, which cost more CPU than the operation itself
-        (BENCHMARKS.md). Nothing is lost: a pending operation is reachable from this
-        purgatory's watcher lists, so the collector could not free it anyway. What it
-        needs is that :meth:`shutdown` runs (it cancels, and so tracks again, every
-        pending operation): a purgatory dropped with untracked operations and never
-        shut down keeps itself and them alive. The async shell calls this on entering
-        ``async with``, whose exit shuts down. The pure core tracks everything always.
+        untracked (``gc.is_tracked`` says False) until the purgatory lets go of it:
+        at the purge after it completes, expires or is cancelled (its watcher entries
+        leave then), or at :meth:`shutdown`, when it is tracked again. The collector
+        stops walking every pending operation, and every done one waiting for the
+        purge, at each of its passes, which cost more CPU than the operation itself
+        and delayed expiries (BENCHMARKS.md). Nothing is lost: until it is tracked
+        again the operation is reachable from this purgatory (its watcher lists, its
+        list of done operations to purge), so the collector could not free it, nor
+        anything it reaches, anyway. What it needs is that :meth:`shutdown` runs (it
+        cancels every pending operation and tracks every untracked one again): a
+        purgatory dropped with untracked operations and never shut down keeps itself
+        and them alive. The async shell calls this on entering ``async with``, whose
+        exit shuts down. The pure core tracks everything always.
         """
         self._untrack = True
 
@@ -520,12 +543,14 @@ class Purgatory(CompletionListener):
             self._watchers = {}
             self._watchers_version += 1
             self._watched = 0
+            self._let_go(self._done_watched)
             self._done_watched = []
             for ops in watchers.values():
                 listed = list(ops)
                 ops.clear()  # a walk going on sees its list emptied
                 for op in listed:
                     op._cancel_with(error)
+            self._let_go(self._done_watched)
             self._done_watched = []  # their keys are gone with the lists
 
     def _closed_error(self) -> PurgatoryClosedError:
@@ -603,6 +628,10 @@ class Purgatory(CompletionListener):
                     assert op._waiter is None and op._waiters is None, f"{op!r} done, waited"
                 else:
                     assert op._waiter is None or op._waiters is None, f"{op!r}: two waiter stores"
+                    # untracked by the collector only while in the timer (untrack_pending;
+                    # another Timer than the core's keeps no bucket in the task to see)
+                    timed = op.is_scheduled or self._wheel_timer is None
+                    assert gc_is_tracked(op) or timed, f"{op!r} untracked, untimed"
         assert total == self._watched, f"watched {self._watched} but lists hold {total}"
         assert self._num_delayed >= 0
         if self.timer_enabled:

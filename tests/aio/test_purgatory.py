@@ -105,12 +105,13 @@ async def test_awaiters_of_a_list_an_interrupt_hit_are_failed_by_close() -> None
 
 
 @pytest.mark.asyncio
-async def test_pending_operations_leave_the_collector_while_entered_and_come_back() -> None:
+async def test_operations_leave_the_collector_while_entered_until_let_go() -> None:
     """In the compiled core an entered purgatory's timed operations are not tracked
-    by the cyclic collector while they wait (Purgatory.untrack_pending); completing,
-    expiring, cancelling and closing hand each back. The pure core tracks all."""
+    by the cyclic collector while they wait, nor once done until the purge drops
+    their watcher entries (Purgatory.untrack_pending); the purge and closing hand
+    each back. The pure core tracks all."""
     untracked = purgatory.compiled
-    p: DelayedOperationPurgatory[MockOp] = DelayedOperationPurgatory("gc")
+    p: DelayedOperationPurgatory[MockOp] = DelayedOperationPurgatory("gc", purge_interval=100)
     before = MockOp(10_000, "before")
     p.try_complete_else_watch(before, ["k"])
     assert gc.is_tracked(before)  # not entered: nothing is untracked
@@ -126,10 +127,43 @@ async def test_pending_operations_leave_the_collector_while_entered_and_come_bac
             while not expiring.is_completed:
                 await asyncio.sleep(0.005)
         assert expiring.expirations == 1
+        p._check_invariants()
+        for op in (done, expiring, cancelled):  # done, held until the purge
+            assert gc.is_tracked(op) is not untracked
+        assert p.purge_completed() == 2  # cancel_for_key dropped its list itself
         assert all(gc.is_tracked(op) for op in (done, expiring, cancelled))
         assert gc.is_tracked(closed) is not untracked
     assert gc.is_tracked(closed) and closed.is_cancelled
     p._check_invariants()
+
+
+class _Marker:
+    """A weakly referenceable object to see whether a cycle was freed."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("let_go_by", ["purge", "close"])
+async def test_a_done_operation_in_a_cycle_is_freed_once_let_go(let_go_by: str) -> None:
+    """A done operation the compiled core kept out of the collector is in a reference
+    cycle; once the purgatory lets go of it (the purge or closing), the collector
+    frees the cycle: nothing leaks."""
+    p: DelayedOperationPurgatory[MockOp] = DelayedOperationPurgatory("gc", purge_interval=100)
+    async with p:
+        op = MockOp(10_000)
+        marker = _Marker()
+        op.name = [op, marker]  # type: ignore[assignment]  # op -> list -> op
+        p.try_complete_else_watch(op, ["k"])
+        op.force_complete()
+        gone = weakref.ref(marker)
+        del op, marker
+        gc.collect()
+        assert gone() is not None  # held by the purgatory until the purge
+        if let_go_by == "purge":
+            assert p.purge_completed() == 1
+            gc.collect()
+            assert gone() is None
+    gc.collect()
+    assert gone() is None
 
 
 @pytest.mark.asyncio
