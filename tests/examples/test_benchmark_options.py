@@ -34,6 +34,7 @@ def run_benchmark(script: str, args: list[str], cwd: Path) -> subprocess.Complet
     ("script", "args", "mentions"),
     [
         ("timer_bench.py", ["--ops", "0"], "argument --ops: must be an integer >= 1, not 0"),
+        ("instruction_floor.py", ["--ops", "1"], "argument --ops: must be an integer >= 2, not 1"),
         ("await_bench.py", ["--waits", "0"], "argument --waits: must be an integer >= 1, not 0"),
         ("idle_bench.py", ["--keys", "0"], "argument --keys: must be an integer >= 1, not 0"),
         ("idle_bench.py", ["--touches", "0"], "argument --touches: must be an integer >= 1"),
