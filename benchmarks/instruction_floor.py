@@ -72,23 +72,20 @@ def _noop() -> None:
     pass
 
 
-#: how many delays a run draws: the same in both runs of a kind (``--draw``), so that
-#: drawing them cancels out of the difference; a run uses the first ``ops``
-DRAW = [0]
-
-
-def _delays(ops: int, low: int, high: int) -> list[int]:
+def _delays(ops: int, draw: int, low: int, high: int) -> list[int]:
+    """The first ``ops`` of ``max(ops, draw)`` delays drawn: both runs of a kind draw
+    as many (``draw``), so that drawing cancels out of their difference."""
     rng = random.Random(1)
-    return [rng.randint(low, high) for _ in range(max(ops, DRAW[0]))][:ops]
+    return [rng.randint(low, high) for _ in range(max(ops, draw))][:ops]
 
 
-async def timer_kind(kind: str, ops: int) -> None:
+async def timer_kind(kind: str, ops: int, draw: int) -> None:
     """A timer with PENDING tasks far ahead, then ``ops`` operations of ``kind``
     (a loop of its own each: no test of the kind inside the loop)."""
-    delays = _delays(ops, 10_000, 600_000)
+    delays = _delays(ops, draw, 10_000, 600_000)
     call_later = asyncio.get_running_loop().call_later
     async with SystemTimer("floor") as timer:
-        pending = [Noop(d) for d in _delays(PENDING, 10_000, 600_000)]
+        pending = [Noop(d) for d in _delays(PENDING, 0, 10_000, 600_000)]
         for task in pending:
             timer.add(task)
         add = timer.add
@@ -110,7 +107,7 @@ async def timer_kind(kind: str, ops: int) -> None:
             task.cancel()
 
 
-async def fire_kind(kind: str, ops: int) -> None:
+async def fire_kind(kind: str, ops: int, draw: int) -> None:
     """``ops`` tasks 0-50 ms ahead, run by the reaper (or the loop's call_later)."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
@@ -127,7 +124,7 @@ async def fire_kind(kind: str, ops: int) -> None:
         def run(self) -> None:
             hit()
 
-    delays = _delays(ops, 0, 50)
+    delays = _delays(ops, draw, 0, 50)
     async with SystemTimer("floor") as timer:
         if kind == "fire-tasks":
             kept = [Hit(d) for d in delays]
@@ -141,7 +138,7 @@ async def fire_kind(kind: str, ops: int) -> None:
         await done
 
 
-async def request_kind(kind: str, ops: int) -> None:
+async def request_kind(kind: str, ops: int, draw: int) -> None:
     """``ops`` requests on one of 100 keys, completed from outside at once; the loop
     gets a turn every 200, as a server gives it."""
     async with DelayedOperationPurgatory[Op]("floor") as purgatory:
@@ -162,7 +159,7 @@ async def request_kind(kind: str, ops: int) -> None:
             await asyncio.sleep(0)
 
 
-KINDS: dict[str, Callable[[str, int], Coroutine[Any, Any, None]]] = {
+KINDS: dict[str, Callable[[str, int, int], Coroutine[Any, Any, None]]] = {
     **dict.fromkeys(
         ["loop", "task", "add+cancel", "call_later+cancel", "asyncio-call_later"], timer_kind
     ),
@@ -171,9 +168,9 @@ KINDS: dict[str, Callable[[str, int], Coroutine[Any, Any, None]]] = {
 }
 
 
-def child(kind: str, ops: int) -> None:
+def child(kind: str, ops: int, draw: int) -> None:
     runner = asyncio.run if kind.startswith("asyncio-") else uvloop.run
-    runner(KINDS[kind](kind, ops))
+    runner(KINDS[kind](kind, ops, draw))
 
 
 def instructions(kind: str, ops: int, draw: int) -> int:
@@ -203,8 +200,7 @@ def main() -> None:
     if unknown:
         parser.error(f"argument --kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS)}")
     if args.child is not None:
-        DRAW[0] = args.draw
-        child(args.child, args.child_ops)
+        child(args.child, args.child_ops, args.draw)
         return
     if shutil.which("valgrind") is None:
         parser.fail(1, "valgrind is not installed (Debian: apt-get install valgrind)")
