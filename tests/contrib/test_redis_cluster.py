@@ -486,12 +486,18 @@ async def test_the_sender_of_a_demoted_primary_ends_once_the_map_says_so(
     map. Its connection there is then dropped (``CLIENT KILL``): the next send fails, the
     map read names the promoted replica, the keys go there, and the old primary's sender
     ends: the publisher holds a sender for each current primary only, and the old
-    primary sees no connection of it."""
+    primary sees no connection of it. Its ``poll_ms`` outlasts the hang guard: with the
+    default, a send that outlasted it on a busy machine was watched, and the watch's
+    map read ended the old primary's sender before the kill, with no outage (a CI run
+    failed so): the behaviour of the test above, not this one's."""
     keys = _keys(400)  # every shard
     with RedisClusterKit(tmp_path) as kit:
         async with (
             ClusterKeyPublisher(
-                kit.urls, channel="t:demoted", redis_options={"client_name": PUBLISHER_NAME}
+                kit.urls,
+                channel="t:demoted",
+                poll_ms=3 * HUNG_GUARD_S * 1000,  # no send watched: the map read at a failure only
+                redis_options={"client_name": PUBLISHER_NAME},
             ) as pub,
             asyncio.timeout(HUNG_GUARD_S),
         ):
