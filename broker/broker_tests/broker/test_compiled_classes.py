@@ -26,6 +26,7 @@ CLASSES = [
     ("purgatory_broker.broker.replication", "LeaderPartition"),
     ("purgatory_broker.broker.broker", "BrokerCounters"),
     ("purgatory_broker.broker.broker", "Broker"),
+    ("purgatory_broker.sim.clients", "Producer"),
 ]
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement
 

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from purgatory_broker.broker import Broker, ErrorCode
 from purgatory_broker.sim import SimulationConfig
-from purgatory_broker.sim.clients import SEND_CHUNK, Producer, run_producers, send_due
+from purgatory_broker.sim.clients import (
+    SEND_CHUNK,
+    Producer,
+    record_values,
+    run_producers,
+    send_due,
+)
 
 from purgatory import TopicPartition
 from purgatory.testing import run_in_virtual_time
@@ -88,32 +96,47 @@ async def test_each_producer_keeps_its_own_schedule_in_the_shared_task(tmp_path:
         assert producer.next_s == arrival_s  # the next arrival, not yet sent
 
 
-def _producers(tmp_path: Path, config: SimulationConfig) -> tuple[Broker, list[Producer]]:
+def _producers(
+    tmp_path: Path, config: SimulationConfig, kind: type[Producer] = Producer
+) -> tuple[Broker, list[Producer]]:
     tps = [TopicPartition("sim", p) for p in range(4)]
     broker = _broker(tmp_path, tps)
-    return broker, [Producer(broker, config, pid, tps) for pid in range(config.producers)]
+    return broker, [kind(broker, config, pid, tps) for pid in range(config.producers)]
 
 
-def _record_sends(producers: list[Producer], log: list[tuple[float, float, int]]) -> None:
-    """Wrap each producer's ``send``: log (arrival, moment sent, producer id)."""
+#: what a _LoggedProducer sends: (arrival, moment sent, producer id), all producers
+SendLog = list[tuple[float, float, int]]
+
+
+class _LoggedProducer(Producer):
+    """A producer that logs each send in its ``log`` (a subclass: the compiled
+    ``Producer`` has no instance dictionary to wrap ``send`` in)."""
+
+    log: SendLog
+
+    def send(self) -> None:
+        self.log.append((self.next_s, now_s(), self.producer_id))
+        super().send()
+
+
+def _logged_producers(
+    tmp_path: Path, config: SimulationConfig, log: SendLog
+) -> tuple[Broker, list[Producer]]:
+    broker, producers = _producers(tmp_path, config, _LoggedProducer)
     for producer in producers:
-
-        def send(producer: Producer = producer, real: Any = producer.send) -> None:
-            log.append((producer.next_s, now_s(), producer.producer_id))
-            real()
-
-        producer.send = send  # type: ignore[method-assign]
+        assert isinstance(producer, _LoggedProducer)
+        producer.log = log
+    return broker, producers
 
 
 @in_virtual_time
 async def test_send_due_sends_every_arrival_by_then_in_arrival_order(tmp_path: Path) -> None:
     config = SimulationConfig(seed=3, produce_rate=2000.0, producers=4, records_per_batch=1)
-    broker, producers = _producers(tmp_path, config)
-    log: list[tuple[float, float, int]] = []
+    log: SendLog = []
+    broker, producers = _logged_producers(tmp_path, config, log)
     async with broker:
         for producer in producers:
             producer.start(100.0)  # a made-up clock: send_due only compares with now_s
-        _record_sends(producers, log)
         arrivals = sorted(
             (p.next_s, p.producer_id) for p in producers if p.next_s <= 100.01
         )  # the first arrival of each producer due by then; later ones are drawn as sent
@@ -130,9 +153,8 @@ async def test_the_sender_lingers_never_sends_early_and_wakes_linger_apart(
     tmp_path: Path,
 ) -> None:
     config = SimulationConfig(seed=5, produce_rate=1500.0, producers=4, records_per_batch=1)
-    broker, producers = _producers(tmp_path, config)
-    log: list[tuple[float, float, int]] = []
-    _record_sends(producers, log)
+    log: SendLog = []
+    broker, producers = _logged_producers(tmp_path, config, log)
     linger_s = 0.02
     start_s = now_s()
     async with broker:
@@ -201,15 +223,14 @@ async def test_the_sender_lets_the_loop_breathe_every_chunk(tmp_path: Path) -> N
     config = SimulationConfig(
         seed=2, produce_rate=200_000.0, producers=2, records_per_batch=1, record_bytes=16
     )
-    broker, producers = _producers(tmp_path, config)
-    stepper = Stepper(lambda: sum(p.sent for p in producers))
-    for producer in producers:
 
-        def send(real: Any = producer.send) -> None:
-            real()
+    class SteppedProducer(Producer):
+        def send(self) -> None:
+            super().send()
             stepper.on_send()
 
-        producer.send = send  # type: ignore[method-assign]
+    broker, producers = _producers(tmp_path, config, SteppedProducer)
+    stepper = Stepper(lambda: sum(p.sent for p in producers))
     start_s = now_s()
     async with broker:
         watcher = asyncio.create_task(stepper.run())
@@ -226,3 +247,20 @@ def test_linger_ms_is_a_setting() -> None:
     assert SimulationConfig().linger_ms == 5  # Kafka 4.0's linger.ms
     with pytest.raises(ValueError, match="linger_ms"):
         SimulationConfig(linger_ms=-1).validate()
+
+
+@given(
+    producer=st.integers(0, 10**4),
+    seq=st.integers(0, 10**8),
+    records=st.integers(1, 30),
+    record_bytes=st.integers(1, 40),
+)
+def test_record_values_name_producer_request_and_index_padded_with_dots(
+    producer: int, seq: int, records: int, record_bytes: int
+) -> None:
+    """Against the format itself, one value at a time (``p0:s17:r2:`` then dots up to
+    ``record_bytes``, longer when it does not fit): the shared tails change nothing,
+    whichever requests asked before."""
+    model = [f"p{producer}:s{seq}:r{i}:".encode().ljust(record_bytes, b".") for i in range(records)]
+    assert record_values(producer, seq, records, record_bytes) == model
+    assert record_values(producer, seq, records, record_bytes) == model  # the tails cached

@@ -20,7 +20,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from purgatory_broker.sim import SUMMARY_GROUPS, SimulationConfig, format_summary, run, run_async
+from purgatory_broker.sim import (
+    SUMMARY_GROUPS,
+    SimulationConfig,
+    format_summary,
+    run,
+    run_async,
+    simulation,
+)
 from purgatory_broker.sim.clients import SEND_CHUNK, Producer
 from purgatory_broker.sim.progress import MIN_BAR, ProgressState, format_progress
 
@@ -57,18 +64,20 @@ def test_producers_behind_schedule_still_yield_to_the_loop(
     SEND_COST_S (as CPU time would); counted in turns of the loop and requests."""
     sent = 0
     stepper = Stepper(lambda: sent)  # one step per turn of the loop while sending
-    real_send = Producer.send
 
-    def costly_send(producer: Producer) -> None:
-        nonlocal sent
-        real_send(producer)
-        sent += 1
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualTimeLoop)
-        loop.advance(SEND_COST_S)
-        stepper.on_send()
+    class CostlyProducer(Producer):
+        def send(self) -> None:
+            nonlocal sent
+            super().send()
+            sent += 1
+            loop = asyncio.get_running_loop()
+            assert isinstance(loop, VirtualTimeLoop)
+            loop.advance(SEND_COST_S)
+            stepper.on_send()
 
-    monkeypatch.setattr(Producer, "send", costly_send)
+    # the simulation's producers are of this class (the compiled Producer's methods
+    # cannot be patched: it is an extension type)
+    monkeypatch.setattr(simulation, "Producer", CostlyProducer)
 
     async def main() -> dict[str, Any]:
         task = asyncio.create_task(stepper.run())

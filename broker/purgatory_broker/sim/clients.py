@@ -67,6 +67,7 @@ change) it waits 10 ms.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import struct
 import time
@@ -125,9 +126,19 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 def record_values(producer: int, seq: int, records: int, record_bytes: int) -> list[bytes]:
     """The values of producer ``producer``'s request ``seq``: ``p0:s17:r2:`` padded
-    with dots to ``record_bytes``. O(records x record_bytes)."""
+    with dots to ``record_bytes`` (longer if it does not fit). O(records x
+    record_bytes): the request's prefix formatted once, each value that prefix and its
+    index's tail, the tails shared by the requests whose prefixes are as long."""
     prefix = b"p%d:s%d:r" % (producer, seq)
-    return [(b"%s%d:" % (prefix, i)).ljust(record_bytes, b".") for i in range(records)]
+    return [prefix + tail for tail in _record_tails(record_bytes - len(prefix), records)]
+
+
+@functools.lru_cache(maxsize=64)
+def _record_tails(width: int, records: int) -> tuple[bytes, ...]:
+    """The ends of ``records`` values after a prefix: ``2:`` padded with dots to
+    ``width`` bytes. A simulation asks for a handful (a prefix's length changes
+    with its sequence number's digits). O(records x width) on a miss."""
+    return tuple((b"%d:" % i).ljust(width, b".") for i in range(records))
 
 
 class Ack(NamedTuple):
@@ -151,6 +162,23 @@ class Ack(NamedTuple):
 
 class Producer:
     """One open-loop producer; see the module doc. Each request is O(batch bytes)."""
+
+    # an extension type in the compiled build (clients.pxd): its fields C struct members
+    __slots__ = (
+        "_rate",
+        "_rng",
+        "acks",
+        "behind_s",
+        "broker",
+        "config",
+        "in_flight",
+        "next_s",
+        "partitions",
+        "producer_id",
+        "sent",
+        "timestamp_ms",
+        "unanswered",
+    )
 
     def __init__(
         self,
