@@ -8,9 +8,11 @@
 #   lane 1:   pytest, the whole suite on the compiled build, in three worker processes (-n 3:
 #             its tests wait on JVMs and servers often enough that a third keeps the cores
 #             busier: 249 s instead of 275 s on a quiet machine; worksteal evens the ends);
-#   lane 2:   beside lane 1: ruff, ruff format, mypy --strict (both distributions), pytest
-#             on the pure build (all but `system`, -n 2), then tests/other_pythons.sh (the
-#             library on CPython 3.12 and 3.13).
+#   lane 2:   beside lane 1: ruff, ruff format, mypy --strict (both distributions),
+#             tests/other_pythons.sh (the library on CPython 3.12 and 3.13), then pytest on
+#             the pure build (all but `system`, -n 2): last, because it is the step that
+#             keeps both cores busy once lane 1 has ended (other_pythons.sh is mostly one
+#             process; run last, it left a core idle for a minute on a quiet machine).
 # The lanes take about as long as each other on a quiet machine, and they are independent:
 # no test writes into the repository (each uses its own temporary folder and free ports;
 # lane 2's pytest keeps no .pytest_cache, other_pythons.sh writes build/other_pythons).
@@ -56,9 +58,9 @@ lane2() {
         step "$bin/ruff" format --check "${linted[@]}" &&
         step "$bin/mypy" --strict &&
         step "$bin/mypy" --strict broker/setup.py &&  # a second module named setup
+        step bash tests/other_pythons.sh &&
         step env PURGATORY_EXPECT_INSTALLED=1 PURGATORY_NO_EXTENSIONS=1 "$bin/pytest" -n 2 \
-            --dist worksteal -p no:cacheprovider -m "not system" &&
-        step bash tests/other_pythons.sh
+            --dist worksteal -p no:cacheprovider -m "not system"
 }
 
 SECONDS=0

@@ -23,6 +23,8 @@ from purgatory_broker.sim import SimulationConfig
 from purgatory_broker.sim.clients import (
     SEND_CHUNK,
     Producer,
+    _exponential_s,
+    _index_below,
     record_values,
     run_producers,
     send_due,
@@ -264,3 +266,16 @@ def test_record_values_name_producer_request_and_index_padded_with_dots(
     model = [f"p{producer}:s{seq}:r{i}:".encode().ljust(record_bytes, b".") for i in range(records)]
     assert record_values(producer, seq, records, record_bytes) == model
     assert record_values(producer, seq, records, record_bytes) == model  # the tails cached
+
+
+@given(seed=st.integers(0, 2**32), n=st.integers(1, 10**6), rate=st.floats(1e-3, 1e7))
+def test_arrivals_and_partition_choices_are_the_standard_librarys(
+    seed: int, n: int, rate: float
+) -> None:
+    """A producer draws its gaps and partitions without ``random``'s Python methods;
+    from the same seed they are the numbers ``expovariate`` and ``randrange`` give,
+    so a seed's run is what it was with them."""
+    ours, model = random.Random(seed), random.Random(seed)
+    for _ in range(20):
+        assert _index_below(ours, n) == model.randrange(n)
+        assert _exponential_s(ours, rate) == model.expovariate(rate)

@@ -564,7 +564,8 @@ class Broker:
                 out[tp] = FetchPartitionData(self._storage_error(tp, exc), hw, leo, b"")
                 continue
             total += len(data)
-            out[tp] = FetchPartitionData(CODE_NONE, hw, leo, data)
+            # tuple.__new__: no Python frame (see the module doc of .delayed)
+            out[tp] = tuple.__new__(FetchPartitionData, (CODE_NONE, hw, leo, data))
         self.counters.bytes_out += total
         return out
 

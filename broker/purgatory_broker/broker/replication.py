@@ -230,7 +230,8 @@ class LeaderPartition:
             )
         base, last = self.log.append(batch, leader_epoch=self._leader_epoch)
         changed = self._update_high_watermark()
-        return AppendResult(base, last, len(batch), changed)
+        # tuple.__new__: no Python frame (see the module doc of .delayed)
+        return tuple.__new__(AppendResult, (base, last, len(batch), changed))
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record that follower ``replica_id`` fetched at ``fetch_offset`` (its LEO).

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import random
 import struct
 import time
@@ -116,6 +117,24 @@ def wall_clock_ms() -> int:
     """The system's wall clock in milliseconds since the epoch: a Kafka producer's
     record timestamps (CreateTime). O(1)."""
     return time.time_ns() // 1_000_000
+
+
+def _exponential_s(rng: random.Random, rate: float) -> float:
+    """An exponential inter-arrival time at ``rate`` a second: what
+    ``rng.expovariate(rate)`` returns, computed as it computes it (the same numbers
+    from the same seed), without its Python frame. O(1)."""
+    return -math.log(1.0 - rng.random()) / rate
+
+
+def _index_below(rng: random.Random, n: int) -> int:
+    """A uniform index in ``[0, n)``, ``n >= 1``: what ``rng.randrange(n)`` returns
+    (the same numbers from the same seed: ``n``'s bit length of random bits, drawn
+    again while out of range), without its two Python frames. O(1) expected."""
+    bits = n.bit_length()
+    index = rng.getrandbits(bits)
+    while index >= n:
+        index = rng.getrandbits(bits)
+    return index
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -206,7 +225,7 @@ class Producer:
 
     def start(self, start_s: float) -> None:
         """Schedule the first arrival after ``start_s`` (the loop's time). O(1)."""
-        self.next_s = start_s + self._rng.expovariate(self._rate)
+        self.next_s = start_s + _exponential_s(self._rng, self._rate)
 
     def send(self) -> None:
         """Send the request due at :attr:`next_s` and schedule the next one; keep the
@@ -215,7 +234,7 @@ class Producer:
         tps = self.partitions
         rng = self._rng
         seq = self.sent
-        tp = tps[rng.randrange(len(tps))]
+        tp = tps[_index_below(rng, len(tps))]
         batch = build_batch(
             record_values(self.producer_id, seq, cfg.records_per_batch, cfg.record_bytes),
             base_timestamp_ms=self.timestamp_ms(),
@@ -225,7 +244,7 @@ class Producer:
             (tp, seq, self.broker.produce({tp: batch}, acks=-1, timeout_ms=cfg.produce_timeout_ms))
         )
         self.sent = seq + 1
-        self.next_s += rng.expovariate(self._rate)
+        self.next_s += _exponential_s(rng, self._rate)
         while in_flight and in_flight[0][2].is_done:
             self._settle(*in_flight.popleft())
 
@@ -245,15 +264,19 @@ class Producer:
             return
         answer = op.result()[tp]
         cfg = self.config
+        # tuple.__new__: no Python frame (see the module doc of the broker's delayed)
         self.acks.append(
-            Ack(
-                tp,
-                self.producer_id,
-                seq,
-                cfg.records_per_batch,
-                cfg.record_bytes,
-                answer.error_code,
-                answer.base_offset,
+            tuple.__new__(
+                Ack,
+                (
+                    tp,
+                    self.producer_id,
+                    seq,
+                    cfg.records_per_batch,
+                    cfg.record_bytes,
+                    answer.error_code,
+                    answer.base_offset,
+                ),
             )
         )
 

@@ -492,8 +492,11 @@ class PartitionLog:
             data = bytes(batch)
         segment.append(data, last_offset)
         self._size_bytes += size
+        # tuple.__new__: no Python frame (see the module doc of ..delayed)
         self._remember_end(
-            LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size_bytes)
+            tuple.__new__(
+                LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment.size_bytes)
+            )
         )
         self._written()
         flush_messages = self._flush_messages
