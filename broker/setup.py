@@ -3,7 +3,7 @@
 Everything else is in pyproject.toml. The compiled modules (:data:`COMPILED_MODULES`)
 are the ones every produce and fetch of the broker runs through, and the simulated
 clients that build every batch of the simulation: compiled as they are but for the
-``.pxd`` of seven classes, which makes their ``__slots__`` C fields, and the batch work
+``.pxd`` of eight classes, which makes their ``__slots__`` C fields, and the batch work
 of ``storage/segment.py`` and ``storage/records.py``, which reads headers, computes
 CRC-32C and stamps offsets in C (``storage/cbatch.pxd``); BENCHMARKS.md has the
 measurements. How they are built is ``cython_build.py``, shared with the library's

@@ -56,6 +56,33 @@ def test_the_environment_variable_forces_the_pure_build() -> None:
     assert run_pure(code).split() == ["py", "py"]
 
 
+def test_the_pure_build_runs_where_cython_is_not_installed() -> None:
+    """The modules that ask ``cython.compiled`` or type their locals with
+    ``@cython.locals`` take the package's stand-in when Cython cannot be imported (a
+    user's pure install has no Cython): a produce on the pure build answers."""
+    code = (
+        "import sys; sys.modules['cython'] = None\n"  # import cython raises ImportError
+        "import asyncio, tempfile\n"
+        "from purgatory import TopicPartition\n"
+        "from purgatory_broker.broker import Broker, build_batch\n"
+        "import purgatory_broker.broker.delayed as d\n"
+        "tp = TopicPartition('t', 0)\n"
+        "async def main():\n"
+        "    async with Broker(tempfile.mkdtemp()) as broker:\n"
+        "        broker.create_partition(tp, min_insync_replicas=1)\n"
+        "        op = broker.produce({tp: build_batch([b'x'])}, acks=-1, timeout_ms=1000)\n"
+        "        print(d.cython.__name__.rsplit('.', 1)[-1], d.__file__.rsplit('.', 1)[-1],"
+        " op.result()[tp])\n"
+        "asyncio.run(main())\n"
+    )
+    assert run_pure(code).split() == [
+        "_cython_shim",
+        "py",
+        "ProducePartitionResponse(error_code=0,",
+        "base_offset=0)",
+    ]
+
+
 def test_the_build_makes_no_extensions_when_told_not_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,6 +24,7 @@ CLASSES = [
     ("purgatory_broker.broker.storage.log", "PartitionLog"),
     ("purgatory_broker.broker.storage.offset_index", "OffsetIndex"),
     ("purgatory_broker.broker.replication", "LeaderPartition"),
+    ("purgatory_broker.broker.delayed", "ProducePartitionStatus"),
     ("purgatory_broker.broker.broker", "BrokerCounters"),
     ("purgatory_broker.broker.broker", "Broker"),
     ("purgatory_broker.sim.clients", "Producer"),

@@ -94,6 +94,29 @@ def test_produce_after_isr_shrink_below_min_isr_answers_not_enough_replicas_afte
     )
 
 
+def test_a_produce_status_is_a_value_with_its_defaults() -> None:
+    """Not a dataclass any more (its ``__init__`` would be a Python function on every
+    produce), but it behaves as the dataclass did, on both builds: defaults, keywords,
+    comparison by value, no hash (it is mutable), a repr naming every field."""
+    status = ProducePartitionStatus(5, 3, 100)
+    assert (status.acks_pending, status.error_code) == (True, ErrorCode.REQUEST_TIMED_OUT)
+    same = ProducePartitionStatus(
+        required_offset=5, base_offset=3, size_bytes=100, acks_pending=True, error_code=7
+    )
+    assert status == same
+    same.acks_pending = False
+    assert status != same
+    assert status != (5, 3, 100, True, 7)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(status)
+    assert repr(status) == (
+        "ProducePartitionStatus(required_offset=5, base_offset=3, size_bytes=100, "
+        f"acks_pending=True, error_code={ErrorCode.REQUEST_TIMED_OUT!r})"
+    )
+    with pytest.raises(AttributeError):
+        status.extra = 1  # type: ignore[attr-defined]
+
+
 def test_produce_leadership_lost_and_unknown_partition(partitions: Partitions) -> None:
     statuses = {A: pending_status(partitions[A]), GONE: ProducePartitionStatus(1, 0, 10)}
     op = DelayedProduce(1000, statuses, partitions.get)

@@ -2,8 +2,12 @@
 # one source): the classes below become extension types whose fields, the names in their
 # __slots__, are C struct members, so the compiled code reads and writes them without a
 # lookup in the type's dictionary. Fields stay Python objects (counters is typed, so the
-# broker's methods reach its fields in C too): only the access changes. Keep them in
+# broker's methods reach its fields in C too; the dictionaries are typed dict, so their
+# lookups are C calls): only the access changes. Keep them in
 # step with __slots__ (broker/broker_tests/broker/test_compiled_classes.py checks).
+from .delayed cimport ProducePartitionStatus  # Broker._wait_for_replication's status
+
+
 cdef class BrokerCounters:
     cdef public object produce_requests
     cdef public object replication_waits
@@ -16,14 +20,14 @@ cdef class BrokerCounters:
 
 cdef class Broker:
     cdef public object _closed
-    cdef public object _flush_tasks
+    cdef public dict _flush_tasks
     cdef public object _logged_storage_errors
-    cdef public object _names
+    cdef public dict _names
     cdef public object _op_ids
-    cdef public object _open_rows
+    cdef public dict _open_rows
     cdef public object _origin_ms
-    cdef public object _partitions
-    cdef public object _replica_keys
+    cdef public dict _partitions
+    cdef public dict _replica_keys
     cdef public object _timer
     cdef public object clock
     cdef public BrokerCounters counters

@@ -90,7 +90,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from purgatory import (
     Clock,
@@ -122,6 +122,14 @@ from .replication import LeaderPartition
 from .storage.log import DEFAULT_SEGMENT_BYTES, OffsetOutOfRangeError, PartitionLog
 from .storage.open_files import DEFAULT_MAX_OPEN_FILES, OpenFiles
 from .storage.records import BytesLike, CorruptRecordError
+
+if TYPE_CHECKING:  # the stand-in's types: Cython's own module has none
+    from . import _cython_shim as cython
+else:
+    try:
+        import cython
+    except ImportError:  # the pure-Python build, with Cython not installed
+        from . import _cython_shim as cython
 
 __all__ = ["Broker", "BrokerCounters", "ReplicaFetchKey"]
 
@@ -362,7 +370,10 @@ class Broker:
                 statuses[tp] = _failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             try:
-                result = partition.append_as_leader(batch, required_acks=acks)
+                # unpacked: a field read of a named tuple is an attribute lookup
+                base_offset, last_offset, size_bytes, hw_changed = partition.append_as_leader(
+                    batch, required_acks=acks
+                )
             except KafkaError as exc:
                 statuses[tp] = _failed(error_code(exc))
                 continue
@@ -370,19 +381,19 @@ class Broker:
                 # the write or a policy flush failed; the log keeps whatever reached it
                 statuses[tp] = _failed(self._storage_error(tp, exc))
                 continue
-            self.counters.bytes_in += result.size_bytes
+            self.counters.bytes_in += size_bytes
             if self._flush_tasks:
                 self._arm_flush(tp)
             # positional, in the fields' order (required offset, base offset, size,
             # acks pending, error code): the per-request path
             statuses[tp] = ProducePartitionStatus(
-                result.last_offset + 1,
-                result.base_offset,
-                result.size_bytes,
+                last_offset + 1,
+                base_offset,
+                size_bytes,
                 acks == -1,
                 CODE_REQUEST_TIMED_OUT if acks == -1 else CODE_NONE,
             )
-            if result.high_watermark_changed:
+            if hw_changed:
                 self._high_watermark_moved(tp)
             self.fetch_purgatory.check_and_complete(self._replica_keys[tp])  # the log end moved
         return self._wait_for_replication(statuses, timeout_ms)
@@ -425,6 +436,7 @@ class Broker:
         self.counters.replication_waits += 1
         return self._wait_for_replication(statuses, timeout_ms)
 
+    @cython.locals(status=ProducePartitionStatus)  # compiled: its fields read in C
     def _wait_for_replication(
         self, statuses: dict[TopicPartition, ProducePartitionStatus], timeout_ms: int
     ) -> DelayedProduce:

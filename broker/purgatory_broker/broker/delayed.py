@@ -55,8 +55,7 @@ function (a frame for every value), where this is one C call to the same result.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import ClassVar, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, NamedTuple, TypeVar
 
 from purgatory import DelayedOperation, TopicPartition
 
@@ -65,6 +64,14 @@ from .errors import CODE_NONE, CODE_UNKNOWN_TOPIC_OR_PARTITION, ErrorCode
 from .replication import LeaderPartition
 from .storage.log import LogOffsetMetadata, OffsetOutOfRangeError
 from .storage.records import CorruptRecordError
+
+if TYPE_CHECKING:  # the stand-in's types: Cython's own module has none
+    from . import _cython_shim as cython
+else:
+    try:
+        import cython
+    except ImportError:  # the pure-Python build, with Cython not installed
+        from . import _cython_shim as cython
 
 T = TypeVar("T")
 S = TypeVar("S")  # a partition's status
@@ -84,15 +91,53 @@ PartitionLookup = Callable[[TopicPartition], "LeaderPartition | None"]
 # -------------------------------------------------------------------- produce
 
 
-@dataclass(slots=True)
 class ProducePartitionStatus:
-    """One partition of a produce request while it waits."""
+    """One partition of a produce request while it waits.
 
-    required_offset: int  # last appended offset + 1
-    base_offset: int
-    size_bytes: int
-    acks_pending: bool = True
-    error_code: int = ErrorCode.REQUEST_TIMED_OUT
+    One is made per partition of every produce, so it is not a dataclass, whose
+    ``__init__`` is a Python function: in the compiled build it is an extension type
+    (``delayed.pxd``) and its fields are C struct members. Compared by value (and so
+    not hashable, as a dataclass).
+    """
+
+    __slots__ = ("acks_pending", "base_offset", "error_code", "required_offset", "size_bytes")
+
+    def __init__(
+        self,
+        required_offset: int,  # last appended offset + 1
+        base_offset: int,
+        size_bytes: int,
+        acks_pending: bool = True,
+        error_code: int = ErrorCode.REQUEST_TIMED_OUT,
+    ) -> None:
+        self.required_offset = required_offset
+        self.base_offset = base_offset
+        self.size_bytes = size_bytes
+        self.acks_pending = acks_pending
+        self.error_code = error_code
+
+    def _fields(self) -> tuple[int, int, int, bool, int]:
+        return (
+            self.required_offset,
+            self.base_offset,
+            self.size_bytes,
+            self.acks_pending,
+            self.error_code,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducePartitionStatus):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, and mutable
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducePartitionStatus(required_offset={self.required_offset}, "
+            f"base_offset={self.base_offset}, size_bytes={self.size_bytes}, "
+            f"acks_pending={self.acks_pending}, error_code={self.error_code!r})"
+        )
 
 
 class ProducePartitionResponse(NamedTuple):
@@ -120,7 +165,7 @@ class _PartitionsOperation(DelayedOperation[T], Generic[T, S]):
         recorder: TraceRecorder | None = None,
         trace_row: TraceRow | None = None,
     ) -> None:
-        super().__init__(delay_ms)
+        DelayedOperation.__init__(self, delay_ms)  # not super(): no super object per request
         if not statuses:
             raise ValueError(f"a {self._what} needs at least one partition")
         self.statuses = dict(statuses)
@@ -169,6 +214,8 @@ class DelayedProduce(
     __slots__ = ()
     _what = "produce"
 
+    # compiled: a status's fields and the partition's check are reached in C
+    @cython.locals(status=ProducePartitionStatus, partition=LeaderPartition)
     def try_complete(self) -> bool:
         pending = False
         lookup = self._lookup
@@ -190,6 +237,7 @@ class DelayedProduce(
             return False
         return self.force_complete()
 
+    @cython.locals(s=ProducePartitionStatus)  # compiled: its fields read in C
     def on_complete(self) -> dict[TopicPartition, ProducePartitionResponse]:
         response = {}
         codes = []
