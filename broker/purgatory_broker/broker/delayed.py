@@ -116,7 +116,7 @@ class ProducePartitionStatus:
         self.acks_pending = acks_pending
         self.error_code = error_code
 
-    def _fields(self) -> tuple[int, int, int, bool, int]:
+    def _values(self) -> tuple[int, int, int, bool, int]:
         return (
             self.required_offset,
             self.base_offset,
@@ -128,7 +128,7 @@ class ProducePartitionStatus:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProducePartitionStatus):
             return NotImplemented
-        return self._fields() == other._fields()
+        return self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]  # compared by value, and mutable
 
