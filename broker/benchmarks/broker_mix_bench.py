@@ -18,8 +18,10 @@ make in the followers' 10 ms lag) both followers fetch every partition (``min_by
 1: at once, there is data) and the high watermark moves, completing the waiting
 produces; both consumers long-poll (``min_bytes`` 16 KiB, 200 ms) and are answered as
 data arrives, as in the simulation. The clock advances 1 ms every ``round / 10``
-produces, and what survived is frozen out of the collector every 10 rounds, as the
-simulation does every 100 ms.
+produces. The collector runs as in the simulation: each run is inside
+:func:`purgatory_broker.sim.hooks.survivors_frozen`, which freezes what survives every
+collection (before 2026-12-03 this script froze every 10 rounds instead, and its counts
+were 2-3 % higher: BENCHMARKS.md).
 
 Usage::
 
@@ -45,6 +47,7 @@ from purgatory_broker.broker import Broker, DelayedFetch, FetchPartitionStatus
 from purgatory_broker.broker.storage.records import next_offset
 from purgatory_broker.sim import SimulationConfig
 from purgatory_broker.sim.clients import Producer
+from purgatory_broker.sim.hooks import survivors_frozen
 from purgatory_broker.tracing import TraceWriter
 
 from purgatory import TopicPartition
@@ -52,9 +55,6 @@ from purgatory.testing import ManualClock
 
 TOPIC = "mix"
 FOLLOWERS = (1, 2)
-#: rounds between two gc.freeze() calls (the counts in BENCHMARKS.md were made so; the
-#: simulation itself freezes the survivors of every collection)
-FREEZE_EVERY_ROUNDS = 10
 
 
 class Mix:
@@ -80,7 +80,6 @@ class Mix:
         self.round_requests = round_requests
         self.tick_every = max(1, round_requests // 10)
         self.sent = 0
-        self.rounds = 0
 
     def _consumer_fetch(self, i: int) -> DelayedFetch:
         cfg = self.config
@@ -136,16 +135,13 @@ class Mix:
                 for rid in FOLLOWERS:  # the second fetch reports the new log ends
                     self._follow(rid)
                 self._serve_consumers()
-                self.rounds += 1
-                if self.rounds % FREEZE_EVERY_ROUNDS == 0:
-                    gc.freeze()  # the survivors, out of the collector (as the simulation does)
 
 
 async def measure(requests: int, repeat: int, round_requests: int) -> list[float]:
     """ns per produce of each of ``repeat`` runs (a fresh broker each)."""
     results = []
     for _ in range(repeat):
-        with tempfile.TemporaryDirectory(prefix="purgatory-mix-") as tmp:
+        with survivors_frozen(), tempfile.TemporaryDirectory(prefix="purgatory-mix-") as tmp:
             mix = Mix(Path(tmp), round_requests)
             async with mix.broker:
                 mix.run(round_requests)  # warm-up: one round
@@ -155,7 +151,6 @@ async def measure(requests: int, repeat: int, round_requests: int) -> list[float
                 elapsed = time.perf_counter_ns() - start
                 for producer in mix.producers:
                     producer.settle_all()
-            gc.unfreeze()
             results.append(elapsed / max(1, requests))
     return results
 

@@ -1,12 +1,12 @@
-"""The trace schema, defined once by TraceRow: columns, Arrow schema and rows agree."""
+"""The trace schema, defined once by COLUMNS: TraceRow, the Arrow schema and rows agree."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 from purgatory_broker.tracing import (
+    COLUMNS,
     OUTCOMES,
     TRACE_COLUMNS,
     TraceRow,
@@ -34,9 +34,41 @@ EXPECTED = (
 
 def test_columns_are_the_rows_fields() -> None:
     assert TRACE_COLUMNS == EXPECTED
-    assert list(column_names()) == [f.name for f in dataclasses.fields(TraceRow)]
-    assert all(f.metadata["meaning"] for f in dataclasses.fields(TraceRow))
+    names = list(column_names())
+    assert all(meaning for _, _, meaning in COLUMNS)
+    # the row's fields (tracing.pxd's in the compiled build: test_compiled_classes
+    # holds them to __slots__) and its constructor's parameters, by name and by
+    # position, are the columns in order
+    assert list(TraceRow.__slots__) == names
+    by_name = TraceRow(**{name: i for i, name in enumerate(names)})  # type: ignore[arg-type]
+    assert by_name.as_dict() == {name: i for i, name in enumerate(names)}
+    assert TraceRow(*range(len(names))) == by_name
     assert OUTCOMES == ("completed", "expired", "cancelled")
+
+
+def test_a_row_is_a_value_with_its_defaults() -> None:
+    row = TraceRow(3, "fetch", "fetch_consumer", ["t-0"], 10, 510)
+    assert row.as_dict() == {
+        "op_id": 3,
+        "purgatory": "fetch",
+        "kind": "fetch_consumer",
+        "keys": ["t-0"],
+        "created_ms": 10,
+        "deadline_ms": 510,
+        "completed_ms": -1,
+        "outcome": "cancelled",
+        "error_codes": None,
+        "bytes": 0,
+    }
+    same = TraceRow(3, "fetch", "fetch_consumer", ["t-0"], 10, 510)
+    assert row == same
+    same.outcome = "expired"
+    assert row != same
+    assert row != tuple(row.as_dict().values())
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(row)
+    assert eval(repr(row), {"TraceRow": TraceRow}) == row
+    assert repr(row).startswith("TraceRow(op_id=3, purgatory='fetch', ")
 
 
 def test_the_arrow_schema_follows_the_columns() -> None:
@@ -60,7 +92,7 @@ def test_rows_round_trip_through_parquet(tmp_path: Path) -> None:
         writer.record(row)
     table = pq.read_table(writer.write(tmp_path / "deep" / "trace.parquet"))
     assert table.schema.equals(trace_schema())
-    assert table.to_pylist() == [dataclasses.asdict(row) for row in rows]
+    assert table.to_pylist() == [row.as_dict() for row in rows]
 
 
 @pytest.mark.parametrize(
@@ -70,7 +102,9 @@ def test_rows_round_trip_through_parquet(tmp_path: Path) -> None:
 def test_bad_rows_are_refused(tmp_path: Path, changes: dict[str, object], message: str) -> None:
     writer = TraceWriter()
     row = TraceRow(1, "produce", "produce", ["t-0"], 0, 10, 5, "completed", [0])
-    writer.record(dataclasses.replace(row, **changes))  # type: ignore[arg-type]
+    for name, value in changes.items():
+        setattr(row, name, value)
+    writer.record(row)
     with pytest.raises(ValueError, match=message):
         writer.write(tmp_path / "t.parquet")
 

@@ -5,9 +5,9 @@ The broker records a row for every operation that enters one of its purgatories
 rows as Parquet; the data pipeline (:mod:`purgatory_broker.analytics`) reads them. Any
 Parquet file with these columns and types is a valid trace.
 
-One definition: :class:`TraceRow`. Each of its fields is a column, in file
-order, and carries its Arrow type and its meaning in the field's metadata.
-Everything else is derived from it, so a column added there appears everywhere:
+One definition: :data:`COLUMNS`, each column's name, Arrow type and meaning, in
+file order. :class:`TraceRow`'s fields are its names (a test holds them together),
+and everything else is derived from it, so a column added there appears everywhere:
 
 * :data:`TRACE_COLUMNS`, ``(name, arrow type name)`` pairs, and
   :func:`column_names`: what readers check a file against;
@@ -28,11 +28,11 @@ broker, and the broker's users need no pyarrow unless they write one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
+    "COLUMNS",
     "OUTCOMES",
     "TRACE_COLUMNS",
     "TraceRecorder",
@@ -47,50 +47,90 @@ __all__ = [
 OUTCOMES = ("completed", "expired", "cancelled")
 
 
-def _column(arrow_type: str, meaning: str) -> dict[str, str]:
-    """A field's metadata: its Arrow type name (``list<item>`` for lists) and meaning."""
-    return {"arrow": arrow_type, "meaning": meaning}
+#: the trace's columns, in file order: (name, Arrow type name, meaning), ``list<item>``
+#: for lists. The one definition of the schema: :class:`TraceRow`'s fields are these
+#: names in this order (``broker_tests/test_tracing.py`` checks its ``__slots__`` and
+#: ``__init__`` against it).
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("op_id", "int64", "unique per operation within one trace"),
+    ("purgatory", "string", "the purgatory that held it: produce or fetch"),
+    ("kind", "string", "produce, fetch_consumer or fetch_follower"),
+    ("keys", "list<string>", "the watch keys, as topic-partition strings"),
+    ("created_ms", "int64", "when it entered the purgatory (the broker's clock)"),
+    ("deadline_ms", "int64", "created_ms + its timeout"),
+    ("completed_ms", "int64", "when it completed, early or by expiry"),
+    ("outcome", "string", "completed, expired or cancelled"),
+    ("error_codes", "list<int16>", "the Kafka error code per key, in keys order"),
+    ("bytes", "int64", "bytes appended (produce) or returned (fetch)"),
+)
+
+#: (name, arrow type name) per column, in file order; derived from :data:`COLUMNS`
+TRACE_COLUMNS: tuple[tuple[str, str], ...] = tuple((name, arrow) for name, arrow, _ in COLUMNS)
 
 
-@dataclass(slots=True)
 class TraceRow:
-    """One delayed operation; each field is a trace column (see the module doc).
+    """One delayed operation; each field is a trace column (:data:`COLUMNS`).
 
     The broker fills in the first six when the operation enters a purgatory and
-    the rest when it leaves; ``error_codes`` stays None until then.
+    the rest when it leaves; ``error_codes`` stays None until then. Compared by
+    value (and so not hashable, being mutable).
+
+    The broker makes one per request, so it is not a dataclass, whose ``__init__``
+    is a Python function: in the compiled build it is an extension type
+    (``tracing.pxd``), its fields C struct members.
     """
 
-    op_id: int = field(metadata=_column("int64", "unique per operation within one trace"))
-    purgatory: str = field(
-        metadata=_column("string", "the purgatory that held it: produce or fetch")
-    )
-    kind: str = field(metadata=_column("string", "produce, fetch_consumer or fetch_follower"))
-    keys: list[str] = field(
-        metadata=_column("list<string>", "the watch keys, as topic-partition strings")
-    )
-    created_ms: int = field(
-        metadata=_column("int64", "when it entered the purgatory (the broker's clock)")
-    )
-    deadline_ms: int = field(metadata=_column("int64", "created_ms + its timeout"))
-    completed_ms: int = field(
-        default=-1, metadata=_column("int64", "when it completed, early or by expiry")
-    )
-    outcome: str = field(
-        default="cancelled", metadata=_column("string", "completed, expired or cancelled")
-    )
-    error_codes: list[int] | None = field(
-        default=None,
-        metadata=_column("list<int16>", "the Kafka error code per key, in keys order"),
-    )
-    bytes: int = field(
-        default=0, metadata=_column("int64", "bytes appended (produce) or returned (fetch)")
+    __slots__ = (
+        "op_id",
+        "purgatory",
+        "kind",
+        "keys",
+        "created_ms",
+        "deadline_ms",
+        "completed_ms",
+        "outcome",
+        "error_codes",
+        "bytes",
     )
 
+    def __init__(  # noqa: PLR0917  # positional, as the dataclass it was (and the broker's calls)
+        self,
+        op_id: int,
+        purgatory: str,
+        kind: str,
+        keys: list[str],
+        created_ms: int,
+        deadline_ms: int,
+        completed_ms: int = -1,
+        outcome: str = "cancelled",
+        error_codes: list[int] | None = None,
+        bytes: int = 0,
+    ) -> None:
+        self.op_id = op_id
+        self.purgatory = purgatory
+        self.kind = kind
+        self.keys = keys
+        self.created_ms = created_ms
+        self.deadline_ms = deadline_ms
+        self.completed_ms = completed_ms
+        self.outcome = outcome
+        self.error_codes = error_codes
+        self.bytes = bytes
 
-#: (name, arrow type name) per column, in file order; derived from :class:`TraceRow`
-TRACE_COLUMNS: tuple[tuple[str, str], ...] = tuple(
-    (f.name, f.metadata["arrow"]) for f in fields(TraceRow)
-)
+    def as_dict(self) -> dict[str, Any]:
+        """The row as ``{column: value}``, in file order. O(columns)."""
+        return {name: getattr(self, name) for name, _, _ in COLUMNS}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TraceRow):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, and mutable
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in self.as_dict().items())
+        return f"TraceRow({fields})"
 
 
 def column_names() -> Sequence[str]:

@@ -28,6 +28,8 @@ CLASSES = [
     ("purgatory_broker.broker.broker", "BrokerCounters"),
     ("purgatory_broker.broker.broker", "Broker"),
     ("purgatory_broker.sim.clients", "Producer"),
+    ("purgatory_broker.tracing", "TraceRow"),
+    ("purgatory_broker.tracing", "TraceWriter"),
 ]
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set for classes made by a class statement
 

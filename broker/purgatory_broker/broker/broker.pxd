@@ -5,6 +5,7 @@
 # broker's methods reach its fields in C too; the dictionaries are typed dict, so their
 # lookups are C calls): only the access changes. Keep them in
 # step with __slots__ (broker/broker_tests/broker/test_compiled_classes.py checks).
+from ..tracing cimport TraceRow  # the rows it makes
 from .delayed cimport ProducePartitionStatus  # Broker._wait_for_replication's status
 
 

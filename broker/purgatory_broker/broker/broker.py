@@ -436,7 +436,7 @@ class Broker:
         self.counters.replication_waits += 1
         return self._wait_for_replication(statuses, timeout_ms)
 
-    @cython.locals(status=ProducePartitionStatus)  # compiled: its fields read in C
+    @cython.locals(status=ProducePartitionStatus, row=TraceRow)  # compiled: fields in C
     def _wait_for_replication(
         self, statuses: dict[TopicPartition, ProducePartitionStatus], timeout_ms: int
     ) -> DelayedProduce:

@@ -182,6 +182,7 @@ class _PartitionsOperation(DelayedOperation[T], Generic[T, S]):
         self.trace_row = row
         self._now_ms = now_ms
 
+    @cython.locals(row=TraceRow)  # compiled: its fields written in C
     def _record_trace(self, error_codes: list[int], size_bytes: int | None = None) -> None:
         """Fill in the row's completion and hand it to the recorder (in on_complete).
 

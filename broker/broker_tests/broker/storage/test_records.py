@@ -21,6 +21,7 @@ from purgatory_broker.broker.storage.records import (
     RecordBatchHeader,
     UnsupportedCompressionError,
     build_batch,
+    check_batch,
     crc32c,
     iter_batches,
     iter_records,
@@ -172,6 +173,69 @@ def test_validate_negative_fields() -> None:
     struct.pack_into(">i", bad, 23, -1)
     with pytest.raises(CorruptRecordError, match="negative"):
         validate_batch(_recrc(bad))
+
+
+def _first_problem(data: bytes, check_crc: bool) -> str | None:
+    """The model: the first of the checks validate_batch documents that ``data`` fails."""
+    if len(data) < HEADER_BYTES:
+        return "truncated batch header"
+    h = RecordBatchHeader.parse(data)
+    if h.magic != 2:
+        return f"unsupported magic {h.magic}"
+    if h.batch_length + 12 < HEADER_BYTES:
+        return "shorter than the header"
+    if h.batch_length + 12 != len(data):
+        return "truncated batch:" if h.batch_length + 12 > len(data) else "length mismatch"
+    if h.last_offset_delta < 0 or h.records_count < 0:
+        return "negative last_offset_delta"
+    if check_crc and crc32c(data[21:]) != h.crc:
+        return "CRC mismatch"
+    return None
+
+
+#: header fields a corruption may overwrite: (offset, struct format)
+_FIELDS = [(0, ">q"), (8, ">i"), (16, ">b"), (17, ">I"), (23, ">i"), (57, ">i")]
+
+
+@deterministic
+@given(
+    n=st.integers(1, 4),
+    changes=st.lists(
+        st.tuples(st.sampled_from(_FIELDS), st.integers(-(2**31), 2**31 - 1)), max_size=3
+    ),
+    cut=st.integers(-70, 3),
+    recrc=st.booleans(),
+    check_crc=st.booleans(),
+)
+def test_check_batch_is_validate_batch_without_the_header(
+    n: int,
+    changes: list[tuple[tuple[int, str], int]],
+    cut: int,
+    recrc: bool,
+    check_crc: bool,
+) -> None:
+    data = bytearray(_sample(n))
+    for (offset, fmt), value in changes:  # the value's bits, as the field's width holds them
+        struct.pack_into(fmt.upper(), data, offset, value % (1 << 8 * struct.calcsize(fmt)))
+    batch = bytes(_recrc(data) if recrc else data)
+    if cut < 0:
+        batch = batch[:cut]
+    else:
+        batch += b"\x00" * cut
+    problem = _first_problem(batch, check_crc)
+    if problem is None:
+        header = validate_batch(batch, check_crc=check_crc)
+        assert check_batch(batch, check_crc) == (
+            header.base_offset,
+            header.size_bytes,
+            header.last_offset_delta,
+        )
+        return
+    with pytest.raises(CorruptRecordError, match=problem) as validated:
+        validate_batch(bytearray(batch), check_crc=check_crc)
+    with pytest.raises(CorruptRecordError) as checked:
+        check_batch(batch, check_crc)
+    assert str(checked.value) == str(validated.value)
 
 
 # ------------------------------------------------------------------ rewriting

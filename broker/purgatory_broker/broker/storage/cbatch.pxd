@@ -178,15 +178,15 @@ cdef inline bytes stamped(bytes buf, int64_t base_offset, int32_t leader_epoch, 
     return out
 
 
-# A v2 batch header's (base offset, batch length, magic, crc, last offset delta) at
-# data[p:]; the caller keeps p + 61 <= len(data) (checked here all the same: out of
-# range gives magic -1, which the caller refuses as a bad magic).
-cdef inline (int64_t, int32_t, int, uint32_t, int32_t) batch_fields(
+# A v2 batch header's (base offset, batch length, magic, crc, last offset delta, records
+# count) at data[p:]; the caller keeps p + 61 <= len(data) (checked here all the same: out
+# of range gives magic -1, which the caller refuses as a bad magic).
+cdef inline (int64_t, int32_t, int, uint32_t, int32_t, int32_t) batch_fields(
     bytes data, Py_ssize_t p
 ) noexcept:
     cdef const unsigned char *h
     if data is None or p < 0 or p + 61 > PyBytes_GET_SIZE(data):
-        return 0, 0, -1, 0, 0
+        return 0, 0, -1, 0, 0, 0
     h = <const unsigned char *>PyBytes_AS_STRING(data) + p
     return (
         be64(h),
@@ -194,4 +194,5 @@ cdef inline (int64_t, int32_t, int, uint32_t, int32_t) batch_fields(
         <signed char>h[16],
         be32(h + 17),
         <int32_t>be32(h + 23),
+        <int32_t>be32(h + 57),
     )

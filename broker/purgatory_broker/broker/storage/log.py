@@ -110,7 +110,7 @@ from purgatory import Clock, LoopClock
 
 from .offset_index import DEFAULT_MAX_INDEX_SIZE_BYTES, ENTRY_BYTES
 from .open_files import OpenFiles
-from .records import BytesLike, validate_batch, with_base_offset
+from .records import BytesLike, check_batch, with_base_offset
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, SegmentSettings
 
 __all__ = [
@@ -465,31 +465,29 @@ class PartitionLog:
         With ``assign_offsets`` (a leader's append) the batch gets offsets from
         the log end on; without (a follower copying the leader's batches) its base
         offset must already equal the log end. The batch is validated first
-        (:func:`~.records.validate_batch`, raising ``CorruptRecordError``); a
+        (:func:`~.records.check_batch`, raising ``CorruptRecordError``); a
         batch larger than ``segment_bytes`` raises
         :class:`RecordBatchTooLargeError`. The batch is in the segment file when
         this returns (written through, see :mod:`.segment`). O(len(batch)).
         """
         self._require_open()
-        header = validate_batch(batch, check_crc=check_crc)
-        size = header.size_bytes
+        data = batch if type(batch) is bytes else bytes(batch)
+        batch_base_offset, size, last_offset_delta = check_batch(data, check_crc)
         if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
                 f"batch of {size} bytes is larger than segment_bytes {self._segment_bytes}"
             )
         base_offset = self.log_end_offset
-        if not assign_offsets and header.base_offset != base_offset:
+        if not assign_offsets and batch_base_offset != base_offset:
             raise ValueError(
-                f"batch base offset {header.base_offset} is not the log end offset {base_offset}"
+                f"batch base offset {batch_base_offset} is not the log end offset {base_offset}"
             )
-        last_offset = base_offset + header.last_offset_delta
+        last_offset = base_offset + last_offset_delta
         segment = self._segments[-1]
         if segment.should_roll(size, last_offset, self._segment_bytes):
             segment = self._roll(base_offset)
-        if base_offset != header.base_offset or leader_epoch is not None:
-            data = with_base_offset(batch, base_offset, leader_epoch)
-        else:
-            data = bytes(batch)
+        if base_offset != batch_base_offset or leader_epoch is not None:
+            data = with_base_offset(data, base_offset, leader_epoch)
         segment.append(data, last_offset)
         self._size_bytes += size
         # tuple.__new__: no Python frame (see the module doc of ..delayed)

@@ -513,7 +513,7 @@ class LogSegment:
                     return data[:p], True  # the next batch cannot fit in max_bytes
                 problem = _header_problem(data, p, position, size, expected)
                 raise CorruptRecordError(f"{self._log_path}: {problem}")
-            base_offset, batch_length, magic, crc, delta = batch_fields(data, p)
+            base_offset, batch_length, magic, crc, delta, _ = batch_fields(data, p)
             batch_bytes = batch_length + overhead
             end = p + batch_bytes
             if (
