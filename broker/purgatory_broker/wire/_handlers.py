@@ -81,9 +81,9 @@ from purgatory_broker.broker import (
     ProducePartitionResponse,
     ProducePartitionStatus,
     RecordBatchHeader,
-    validate_batch,
 )
 from purgatory_broker.broker.errors import KafkaError, error_code
+from purgatory_broker.broker.storage.records import check_batch
 
 from . import _codec as codec
 from ._codec import FetchResponse, ListOffsetsResponse, MetadataResponse, ProduceResponse
@@ -691,7 +691,8 @@ def check_produce_batch(records: bytes | None) -> RecordBatchHeader:
     header = RecordBatchHeader.parse(records)
     if header.size_bytes < len(records):
         raise KafkaError(ErrorCode.INVALID_RECORD, "more than one batch, or bytes after the batch")
-    validate_batch(records, check_crc=True)  # truncated, bad lengths, CRC mismatch
+    # truncated, bad lengths, CRC mismatch (validate_batch's checks, without a second parse)
+    check_batch(records if type(records) is bytes else bytes(records), True)
     if header.records_count != header.last_offset_delta + 1:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
