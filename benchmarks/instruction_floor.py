@@ -12,11 +12,14 @@ operation: the set-up cancels out, and the count does not depend on the machine'
 load (BENCHMARKS.md, "Where the core's time goes"). The kinds:
 
 * timer, uvloop, 20,000 tasks pending 10-600 s ahead: ``loop`` (iterate over the
-  delays), ``task`` (+ create a ``TimerTask`` subclass), ``add+cancel`` (+ add it
-  and cancel it), ``call_later+cancel`` (uvloop's instead), ``asyncio-call_later``
-  (asyncio's);
+  delays), ``task`` (+ create a ``TimerTask`` subclass), ``task-init`` (a subclass
+  with an ``__init__`` of its own that calls ``super().__init__``, instead),
+  ``add+cancel`` (``task`` + add it and cancel it), ``call_later+cancel`` (uvloop's
+  instead), ``asyncio-call_later`` (asyncio's);
 * schedule+fire, uvloop, tasks 0-50 ms ahead, run by the reaper: ``fire-tasks`` (the
-  tasks created and kept), ``fire`` (created, added, run), ``fire-call_later``;
+  tasks created and kept), ``fire-run`` (created, kept, then each one's ``run`` called
+  from C in the order a timer runs them, with no timer: the floor ``fire`` stands on),
+  ``fire`` (created, added, run), ``fire-call_later``;
 * the purgatory, uvloop, one of 100 keys: ``request-loop``, ``request-op`` (+ create
   an operation), ``request`` (+ watch it and complete it from outside).
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import operator
 import os
 import random
 import re
@@ -49,6 +53,7 @@ from purgatory import (
 
 PENDING = 20_000
 KEYS = [TopicPartition("floor", i) for i in range(100)]
+RUN = operator.methodcaller("run")  # a task's run, called from C as a timer calls it
 
 
 class Noop(TimerTask):
@@ -56,6 +61,17 @@ class Noop(TimerTask):
 
     def run(self) -> None:
         pass
+
+
+class Stateful(Noop):
+    """A task with state of its own, made as timer_bench.py's are: its ``__init__``
+    calls ``super().__init__``."""
+
+    __slots__ = ("box",)
+
+    def __init__(self, delay_ms: int, box: list[int]) -> None:
+        super().__init__(delay_ms)
+        self.box = box
 
 
 class Op(DelayedOperation[None]):
@@ -79,6 +95,12 @@ def _delays(ops: int, draw: int, low: int, high: int) -> list[int]:
     return [rng.randint(low, high) for _ in range(max(ops, draw))][:ops]
 
 
+def _deadline_order(draw: int) -> list[int]:
+    """The indices of ``draw`` delays of 0-50 ms (``_delays``), by delay, stably."""
+    delays = _delays(draw, draw, 0, 50)
+    return sorted(range(draw), key=delays.__getitem__)
+
+
 async def timer_kind(kind: str, ops: int, draw: int) -> None:
     """A timer with PENDING tasks far ahead, then ``ops`` operations of ``kind``
     (a loop of its own each: no test of the kind inside the loop)."""
@@ -95,6 +117,10 @@ async def timer_kind(kind: str, ops: int, draw: int) -> None:
         elif kind == "task":
             for d in delays:
                 Noop(d)
+        elif kind == "task-init":
+            box = [0]
+            for d in delays:
+                Stateful(d, box)
         elif kind == "add+cancel":
             for d in delays:
                 task = Noop(d)
@@ -130,6 +156,14 @@ async def fire_kind(kind: str, ops: int, draw: int) -> None:
             kept = [Hit(d) for d in delays]
             del kept
             return
+        if kind == "fire-run":
+            # the order a timer runs them in, sorted over all the delays drawn (so
+            # that sorting cancels out of the difference, as drawing does)
+            order = [i for i in _deadline_order(max(ops, draw)) if i < ops]
+            kept = [Hit(d) for d in delays]
+            for _ in map(RUN, map(kept.__getitem__, order)):
+                pass
+            return
         for d in delays:
             if kind == "fire":
                 timer.add(Hit(d))
@@ -161,9 +195,10 @@ async def request_kind(kind: str, ops: int, draw: int) -> None:
 
 KINDS: dict[str, Callable[[str, int, int], Coroutine[Any, Any, None]]] = {
     **dict.fromkeys(
-        ["loop", "task", "add+cancel", "call_later+cancel", "asyncio-call_later"], timer_kind
+        ["loop", "task", "task-init", "add+cancel", "call_later+cancel", "asyncio-call_later"],
+        timer_kind,
     ),
-    **dict.fromkeys(["fire-tasks", "fire", "fire-call_later"], fire_kind),
+    **dict.fromkeys(["fire-tasks", "fire-run", "fire", "fire-call_later"], fire_kind),
     **dict.fromkeys(["request-loop", "request-op", "request"], request_kind),
 }
 

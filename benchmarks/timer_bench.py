@@ -14,6 +14,9 @@ over 10..600 s), both in a SystemTimer (with its reaper running) and as
   allocated per op, as ``call_later`` allocates a handle: nothing is reused.
 * schedule+fire: ``ops`` timers with delays uniform over 0..50 ms, then wait
   until all have fired; CPU time (process_time) per op, the waiting included.
+  Beside it, its floor with no timer: the same tasks created, then each one's
+  ``run`` called from C in the order a timer runs them; the ``timer`` column is
+  the share of schedule+fire's time that the floor does not account for.
 
 With ``--lateness N``, instead: how late timer tasks fire on a real loop, the
 figure the test suite does not assert (it depends on the machine's load; the
@@ -24,10 +27,11 @@ clock; reported per loop: p50, p99 and max lateness in ms, and how many ran earl
 (always 0: never early is a property of the code, and a test).
 
 Reported: ns per op and the ratio call_later / SystemTimer (above 1: the
-SystemTimer is faster). Timings are medians of ``--repeat`` runs (with
-``--best``, the fastest run: on a shared machine, the least disturbed). Each
-measurement (a loop, a number pending, one of the four kinds) runs in a fresh
-process (``--pin CPU`` pins it), so none inherits the heap another left: the
+SystemTimer is faster), and for schedule+fire the floor and the timer's share.
+Timings are medians of ``--repeat`` runs (with ``--best``, the fastest run: on a
+shared machine, the least disturbed). Each measurement (a loop, a number
+pending, one of the five kinds) runs in a fresh process (``--pin CPU`` pins
+it), so none inherits the heap another left: the
 same schedule+cancel loop measured 162 ns first in a uvloop process and 333-359
 ns after a round of uvloop's ``call_later`` + ``cancel`` and the fire runs had
 run in it. Every process fills both the timer and the loop with the pending
@@ -41,6 +45,7 @@ import argparse
 import asyncio
 import gc
 import json
+import operator
 import os
 import platform
 import random
@@ -48,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import time
+from array import array
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -89,6 +95,9 @@ class Late(TimerTask):
 
     def run(self) -> None:
         self.late.append(self.timer.now_ms() - self.due_ms)
+
+
+RUN = operator.methodcaller("run")  # a task's run, called from C as the timer calls it
 
 
 def _noop() -> None:
@@ -152,6 +161,20 @@ async def bench_fire_wheel(timer: SystemTimer, delays_ms: list[int]) -> float:
     return time.process_time() - start
 
 
+async def bench_fire_floor(delays_ms: list[int]) -> float:
+    """schedule+fire with no timer, its floor: the same tasks created, then each one's
+    ``run`` called from C in the order a timer runs them (by delay), then freed."""
+    # an array, not a list of ints: reading an index then touches no object
+    order = array("q", sorted(range(len(delays_ms)), key=delays_ms.__getitem__))
+    box = [0]
+    start = time.process_time()
+    kept = [Counted(d, box) for d in delays_ms]
+    for _ in map(RUN, map(kept.__getitem__, order)):  # each task touched once, in C
+        pass
+    del kept
+    return time.process_time() - start
+
+
 async def bench_fire_loop(delays_ms: list[int]) -> float:
     box = [0]
 
@@ -167,7 +190,8 @@ async def bench_fire_loop(delays_ms: list[int]) -> float:
     return time.process_time() - start
 
 
-KINDS = ("cw", "cl", "fw", "fl")  # cancel: wheel, call_later; fire: wheel, call_later
+# cancel: wheel, call_later; fire: wheel, call_later, no timer (the floor)
+KINDS = ("cw", "cl", "fw", "fl", "ff")
 
 
 async def run_case(
@@ -195,6 +219,8 @@ async def run_case(
                     runs.append(await bench_cancel_loop(cancel_ms))
                 elif kind == "fw":
                     runs.append(await bench_fire_wheel(timer, fire_ms))
+                elif kind == "ff":
+                    runs.append(await bench_fire_floor(fire_ms))
                 else:
                     runs.append(await bench_fire_loop(fire_ms))
         finally:
@@ -248,7 +274,7 @@ def main() -> None:
     )
     header = (
         f"{'loop':8} {'pending':>9} | {'cancel wheel':>12} {'call_later':>10} {'ratio':>6}"
-        f" | {'fire wheel':>10} {'call_later':>10} {'ratio':>6}"
+        f" | {'fire wheel':>10} {'call_later':>10} {'ratio':>6} | {'no timer':>8} {'timer':>5}"
     )
     print(header)
     print("-" * len(header))
@@ -272,7 +298,7 @@ def main() -> None:
             print(
                 f"{loop_name:8} {pending:>9} | {r['cw']:>10.0f}ns {r['cl']:>8.0f}ns"
                 f" {r['cl'] / r['cw']:>5.2f}x | {r['fw']:>8.0f}ns {r['fl']:>8.0f}ns"
-                f" {r['fl'] / r['fw']:>5.2f}x",
+                f" {r['fl'] / r['fw']:>5.2f}x | {r['ff']:>6.0f}ns {1 - r['ff'] / r['fw']:>5.0%}",
                 flush=True,
             )
 
